@@ -1,0 +1,75 @@
+/* akunu public C API: load a model once, then prefill, decode and chain-decode tokens. */
+#ifndef AKUNU_H
+#define AKUNU_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    AK_OK = 0,
+    AK_ERR_IO,          /* file could not be opened, read or mapped */
+    AK_ERR_FORMAT,      /* the bytes do not follow the format */
+    AK_ERR_UNSUPPORTED, /* valid input we do not handle (architecture, tensor type) */
+    AK_ERR_NOMEM,
+    AK_ERR_ARG,         /* caller passed something out of range */
+    AK_ERR_BACKEND,
+} ak_status;
+
+/* Every fallible call fills one of these; msg is always NUL-terminated. */
+typedef struct { char msg[512]; } ak_err;
+
+typedef struct ak_model ak_model;
+typedef struct ak_session ak_session;
+
+typedef enum { AK_KV_F32 = 0, AK_KV_F16 = 1 } ak_kv_type;
+
+typedef struct {
+    int n_ctx;          /* 0: the model's context length, capped at 4096 */
+    int chunk;          /* prefill chunk size in tokens; 0: 512 */
+    int n_threads;      /* 0: one per core */
+    ak_kv_type kv_type;
+    bool logits_all;    /* prefill keeps logits for every position, not only the last */
+} ak_session_params;
+
+ak_status ak_model_load(const char *path, ak_model **out, ak_err *err);
+void ak_model_free(ak_model *m);
+int ak_model_vocab(const ak_model *m);
+int ak_model_n_ctx_train(const ak_model *m);
+int ak_model_eos(const ak_model *m);
+const char *ak_model_arch_name(const ak_model *m);
+
+ak_session_params ak_session_default_params(void);
+ak_status ak_session_create(ak_model *m, const ak_session_params *p, ak_session **out, ak_err *err);
+void ak_session_free(ak_session *s);
+
+/* Number of commands the decode table runs per token. */
+int ak_session_table_size(const ak_session *s);
+int ak_session_pos(const ak_session *s);
+int ak_session_n_ctx(const ak_session *s);
+/* Forget the KV cache contents (position back to 0). */
+void ak_session_reset(ak_session *s);
+
+/* Run the prompt through the prefill path from the current position.
+ * *next receives the greedy next token. With logits_all, logits holds n*vocab
+ * floats (row i = position pos+i); otherwise vocab floats for the last position.
+ * logits may be NULL. */
+ak_status ak_prefill(ak_session *s, const int32_t *ids, int n, int32_t *next, float *logits, ak_err *err);
+
+/* One token through the decode table: writes the greedy next token and, if
+ * logits is not NULL, vocab floats. */
+ak_status ak_decode(ak_session *s, int32_t token, int32_t *next, float *logits, ak_err *err);
+
+/* Chain decode: starting from token, generate up to n tokens with no host
+ * round trip between them. out receives the generated ids; stops after an
+ * end-of-sequence token (included). Returns the count in *n_out. */
+ak_status ak_chain_decode(ak_session *s, int32_t token, int n, int32_t *out, int *n_out, ak_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,49 @@
+/* Test harness helpers shared by every test. */
+#include "test_util.h"
+#include <math.h>
+#include <stdlib.h>
+
+int ak_test_failures, ak_test_checks;
+
+int ak_test_done(void) {
+    printf("%d checks, %d failed\n", ak_test_checks, ak_test_failures);
+    return ak_test_failures ? 1 : 0;
+}
+
+const char *ak_fixture(const char *rel) {
+    static char buf[4096];
+    const char *dir = getenv("AKUNU_FIXTURES");
+    snprintf(buf, sizeof buf, "%s/%s", dir ? dir : "../shared/fixtures/hf", rel);
+    return buf;
+}
+
+void *ak_read_file(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *p = malloc(n > 0 ? (size_t)n : 1);
+    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) { free(p); p = NULL; }
+    fclose(f);
+    if (p) *size = (size_t)n;
+    return p;
+}
+
+uint32_t ak_rand_u32(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    uint64_t x = *s;
+    return (uint32_t)((x ^ (x >> 22)) >> (22 + (x >> 61)));
+}
+
+float ak_rand_f(uint64_t *s) { return (float)((double)ak_rand_u32(s) / 2147483648.0 - 1.0); }
+
+double ak_rel_l2(const float *out, const float *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)out[i] - ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}

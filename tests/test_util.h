@@ -1,0 +1,23 @@
+/* Minimal test harness: CHECK records a failure and goes on; tests end with ak_test_done(). */
+#ifndef AK_TEST_UTIL_H
+#define AK_TEST_UTIL_H
+#include <stdint.h>
+#include <stdio.h>
+#include <stddef.h>
+
+extern int ak_test_failures, ak_test_checks;
+
+#define CHECK(cond, ...) do { ak_test_checks++; if (!(cond)) { ak_test_failures++; \
+    fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
+
+int ak_test_done(void);
+/* Path under the fixture folder (AKUNU_FIXTURES); static buffer. */
+const char *ak_fixture(const char *rel);
+/* Whole file into memory; NULL on failure. */
+void *ak_read_file(const char *path, size_t *size);
+/* Deterministic random numbers for tests. */
+uint32_t ak_rand_u32(uint64_t *state);
+float ak_rand_f(uint64_t *state); /* uniform in [-1, 1) */
+double ak_rel_l2(const float *out, const float *ref, size_t n);
+
+#endif
