@@ -1,1 +1,20 @@
-int main(void){return 0;}
+/* akunu: the command-line front end. One file per subcommand. */
+#include "cli/cli.h"
+#include <stdio.h>
+#include <string.h>
+
+static const char *usage =
+    "usage: akunu COMMAND [options]\n"
+    "commands:\n"
+    "  run      generate from a prompt (greedy)\n"
+    "  logits   write float32 logits for every prompt position\n"
+    "run 'akunu COMMAND --help' for its options\n";
+
+int main(int argc, char **argv) {
+    if (argc < 2) { fputs(usage, stderr); return 2; }
+    if (!strcmp(argv[1], "run")) return ak_cmd_run(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "logits")) return ak_cmd_logits(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) { fputs(usage, stdout); return 0; }
+    fprintf(stderr, "akunu: unknown command '%s'\n%s", argv[1], usage);
+    return 2;
+}

@@ -1,0 +1,37 @@
+/* The backend interface: buffers, table encoding and replay. Host code sees only this;
+ * a backend's kernels and private headers stay behind it. */
+#ifndef AK_BACKEND_H
+#define AK_BACKEND_H
+#include "akunu.h"
+#include "core/table.h"
+
+typedef struct ak_backend ak_backend;
+
+/* One replay: steps tokens from position pos (decode), or one step of n tokens (prefill).
+ * Decode stops early after writing a token listed in stop. */
+typedef struct {
+    int pos, n, steps;
+    const int32_t *stop;
+    int n_stop;
+    int steps_done;        /* out */
+} ak_run;
+
+struct ak_backend {
+    const char *name;
+    int n_threads;
+    /* Weights: the CPU wraps the host bytes (no copy); a GPU uploads them once. */
+    ak_status (*buf_import)(ak_backend *b, const void *host, size_t size, void **out, ak_err *err);
+    ak_status (*buf_alloc)(ak_backend *b, size_t size, void **out, ak_err *err);
+    void (*buf_free)(ak_backend *b, void *buf);
+    ak_status (*buf_write)(ak_backend *b, void *buf, size_t off, const void *src, size_t n, ak_err *err);
+    ak_status (*buf_read)(ak_backend *b, void *buf, size_t off, void *dst, size_t n, ak_err *err);
+    /* Resolves kernels and buffers once; the result is replayed by run. */
+    ak_status (*encode)(ak_backend *b, const ak_table *t, void *const bufs[AK_BUF_COUNT], void **out, ak_err *err);
+    void (*encoded_free)(ak_backend *b, void *enc);
+    ak_status (*run)(ak_backend *b, void *enc, ak_run *r, ak_err *err);
+    void (*destroy)(ak_backend *b);
+};
+
+ak_status ak_backend_cpu_create(int n_threads, ak_backend **out, ak_err *err);
+
+#endif

@@ -1,0 +1,61 @@
+/* Activations, gated activation, logit softcap, argmax and embedding lookup. */
+#include "backend/cpu/cpu.h"
+#include <math.h>
+#include <string.h>
+
+float ak_act_apply(int act, float x) {
+    switch (act) {
+    case AK_ACT_SILU: return x / (1.0f + expf(-x));
+    case AK_ACT_GELU_TANH: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    default: return 0.5f * x * (1.0f + erff(x * 0.7071067811865475f));
+    }
+}
+
+void ak_cpu_act_gate(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
+    (void)tls;
+    const ak_p_act *p = (const ak_p_act *)c->p;
+    int64_t lo, hi;
+    ak_split(p->n, ith, nth, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++) {
+        const float *g = (const float *)c->b[0] + i * p->ld_gu;
+        float *o = (float *)c->b[1] + i * p->K;
+        for (int k = 0; k < p->K; k++) o[k] = ak_act_apply(p->act, g[k]) * g[p->K + k];
+    }
+}
+
+void ak_cpu_softcap(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
+    (void)tls;
+    const ak_p_softcap *p = (const ak_p_softcap *)c->p;
+    int64_t lo, hi;
+    ak_split((int64_t)p->n * p->cols, ith, nth, &lo, &hi);
+    float *x = c->b[0];
+    for (int64_t i = lo; i < hi; i++) x[i] = p->cap * tanhf(x[i] / p->cap);
+}
+
+/* First index of the maximum, as torch.argmax. One thread: the row is short next to
+ * the logits GEMV that precedes it. */
+void ak_cpu_argmax(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
+    (void)nth; (void)tls;
+    if (ith) return;
+    const ak_p_argmax *p = (const ak_p_argmax *)c->p;
+    const float *x = (const float *)c->b[0] + (size_t)(p->n - 1) * p->vocab;
+    int32_t best = 0;
+    for (int32_t i = 1; i < p->vocab; i++) if (x[i] > x[best]) best = i;
+    memcpy(c->b[1], &best, 4);
+}
+
+void ak_cpu_embed(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
+    (void)tls;
+    const ak_p_embed *p = (const ak_p_embed *)c->p;
+    const ak_dtype_traits *tr = &ak_dtype_info[p->dtype];
+    size_t rb = ak_dtype_row_bytes((ak_dtype)p->dtype, p->dim);
+    int64_t lo, hi;
+    ak_split(p->n, ith, nth, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++) {
+        int32_t id;
+        memcpy(&id, (const uint8_t *)c->b[1] + 4 * i, 4);
+        float *o = (float *)c->b[2] + i * p->dim;
+        tr->dequant((const uint8_t *)c->b[0] + (size_t)id * rb, o, p->dim);
+        if (p->scale != 1.f) for (int k = 0; k < p->dim; k++) o[k] *= p->scale;
+    }
+}

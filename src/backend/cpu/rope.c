@@ -1,0 +1,62 @@
+/* Fused [bias +] [per-head RMSNorm +] RoPE + KV-cache write, for one or many tokens.
+ * Angles are pos * inv_freq in float32 and cos/sin of that, as the float32 reference
+ * computes them; interleaved pairs (2i, 2i+1) or NeoX pairs (i, i + n_rot/2). */
+#include "backend/cpu/cpu.h"
+#include "model/arch.h"
+#include <math.h>
+#include <string.h>
+
+void ak_rope_apply(float *x, int n_rot, int style, int pos, const float *inv_freq) {
+    int half = n_rot / 2;
+    for (int i = 0; i < half; i++) {
+        float th = (float)pos * inv_freq[i];
+        float cs = cosf(th), sn = sinf(th);
+        int a = style == AK_ROPE_NEOX ? i : 2 * i, b = style == AK_ROPE_NEOX ? i + half : 2 * i + 1;
+        float x0 = x[a], x1 = x[b];
+        x[a] = x0 * cs - x1 * sn;
+        x[b] = x0 * sn + x1 * cs;
+    }
+}
+
+static void head_norm(float *x, const float *w, int hd, float eps) {
+    float ss = 0;
+    for (int i = 0; i < hd; i++) ss += x[i] * x[i];
+    float r = 1.0f / sqrtf(ss / (float)hd + eps);
+    for (int i = 0; i < hd; i++) x[i] = x[i] * r * w[i];
+}
+
+static void store_row(void *cache, int kv_f16, size_t idx, const float *x, int hd) {
+    if (kv_f16) {
+        uint16_t *d = (uint16_t *)cache + idx * (size_t)hd;
+        for (int i = 0; i < hd; i++) d[i] = ak_f32_to_f16(x[i]);
+    } else {
+        memcpy((float *)cache + idx * (size_t)hd, x, (size_t)hd * sizeof(float));
+    }
+}
+
+void ak_cpu_rope_kv(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
+    (void)tls;
+    const ak_p_rope_kv *p = (const ak_p_rope_kv *)c->p;
+    int hd = p->head_dim, nh = p->n_heads, nkv = p->n_kv_heads, per = nh + nkv;
+    int nq = nh * hd, nk = nkv * hd;
+    const float *bias = c->b[6];
+    int64_t lo, hi;
+    ak_split((int64_t)p->n * per, ith, nth, &lo, &hi);
+    for (int64_t w = lo; w < hi; w++) {
+        int i = (int)(w / per), h = (int)(w % per), pos = p->pos + i;
+        float *row = (float *)c->b[0] + (size_t)i * p->ld;
+        bool is_q = h < nh;
+        int off = is_q ? h * hd : nq + (h - nh) * hd;
+        float *x = row + off;
+        if (p->flags & AK_ROPE_F_BIAS) for (int k = 0; k < hd; k++) x[k] += bias[off + k];
+        if (p->flags & AK_ROPE_F_QKNORM) head_norm(x, is_q ? c->b[1] : c->b[2], hd, p->eps);
+        if (p->n_rot) ak_rope_apply(x, p->n_rot, p->style, pos, c->b[3]);
+        if (is_q) continue;
+        int kh = h - nh;
+        size_t idx = (size_t)kh * p->max_seq + (size_t)pos;
+        store_row(c->b[4], p->kv_f16, idx, x, hd);
+        float *v = row + nq + nk + kh * hd;
+        if (p->flags & AK_ROPE_F_BIAS) for (int k = 0; k < hd; k++) v[k] += bias[nq + nk + kh * hd + k];
+        store_row(c->b[5], p->kv_f16, idx, v, hd);
+    }
+}

@@ -1,0 +1,91 @@
+/* Option parsing and model/session set-up shared by the subcommands. */
+#include "cli/cli.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "akunu: %s expects an integer in [%d, %d], got '%s'\n", flag, lo, hi, s);
+        return 2;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_ids(const char *s, ak_cli_opts *o) {
+    size_t cap = 1;
+    for (const char *c = s; *c; c++) cap += *c == ',';
+    o->ids = malloc(cap * sizeof *o->ids);
+    if (!o->ids) { fprintf(stderr, "akunu: out of memory\n"); return 2; }
+    o->n_ids = 0;
+    const char *p = s;
+    for (;;) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (errno || end == p || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
+            fprintf(stderr, "akunu: --prompt-ids expects comma-separated non-negative integers, got '%s'\n", s);
+            return 2;
+        }
+        o->ids[o->n_ids++] = (int32_t)v;
+        if (!*end) break;
+        p = end + 1;
+    }
+    return 0;
+}
+
+int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage) {
+    memset(o, 0, sizeof *o);
+    o->n_predict = 32;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int r = 0;
+#define NEEDV() do { if (!v) { fprintf(stderr, "akunu: %s needs a value\n%s", a, usage); return 2; } i++; } while (0)
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) { NEEDV(); o->model = v; }
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) { NEEDV(); o->out = v; }
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { NEEDV(); o->prompt = v; }
+        else if (!strcmp(a, "--prompt-ids")) { NEEDV(); free(o->ids); r = parse_ids(v, o); }
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { NEEDV(); r = parse_int(a, v, 0, 1 << 24, &o->n_predict); }
+        else if (!strcmp(a, "--chunk")) { NEEDV(); r = parse_int(a, v, 1, 1 << 16, &o->chunk); }
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { NEEDV(); r = parse_int(a, v, 1, 256, &o->threads); }
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) { NEEDV(); r = parse_int(a, v, 1, 1 << 20, &o->ctx); }
+        else if (!strcmp(a, "--greedy")) o->greedy = true;
+        else if (!strcmp(a, "--print-ids")) o->print_ids = true;
+        else if (!strcmp(a, "--decode")) o->decode = true;
+        else if (!strcmp(a, "--kv-f16")) o->kv_f16 = true;
+        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = true;
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); exit(0); }
+        else { fprintf(stderr, "akunu: unknown option '%s'\n%s", a, usage); return 2; }
+        if (r) return r;
+#undef NEEDV
+    }
+    if (!o->model) { fprintf(stderr, "akunu: -m FILE is required\n%s", usage); return 2; }
+    return 0;
+}
+
+int ak_cli_open(const ak_cli_opts *o, bool logits_all, ak_model **m, ak_session **s) {
+    ak_err err = {{0}};
+    if (ak_model_load(o->model, m, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); return 1; }
+    ak_session_params p = ak_session_default_params();
+    p.chunk = o->chunk;
+    p.n_threads = o->threads;
+    p.n_ctx = o->ctx;
+    p.kv_type = o->kv_f16 ? AK_KV_F16 : AK_KV_F32;
+    p.logits_all = logits_all;
+    if (ak_session_create(*m, &p, s, &err)) {
+        fprintf(stderr, "akunu: %s\n", err.msg);
+        ak_model_free(*m);
+        *m = NULL;
+        return 1;
+    }
+    if (o->verbose)
+        fprintf(stderr, "akunu: %s, vocab %d, context %d\ndispatch table: %d commands per token\n", ak_model_arch_name(*m),
+                ak_model_vocab(*m), ak_session_n_ctx(*s), ak_session_table_size(*s));
+    return 0;
+}

@@ -1,0 +1,220 @@
+/* Table builder. Decode, per token: embedding, then per layer
+ *   fused QKV GEMV → [QK-norm +] RoPE + KV write → attention → O GEMV →
+ *   [post-norm +] residual + FFN norm → fused gate/up GEMV → activation + down GEMV →
+ *   [post-norm +] residual + next norm,
+ * then logits GEMV → [softcap] → argmax into tokens[pos+1].
+ * Prefill emits the same walk with GEMMs and tiled attention over n rows. */
+#include "core/build.h"
+#include "core/err.h"
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    const ak_model *m;
+    const ak_build_opts *o;
+    ak_table *t;
+    bool oom;
+    int dim, nq, nkv, ff, qkv_ld;
+} builder;
+
+static ak_cmd *emit(builder *b, ak_kernel k, const void *p, size_t ps, uint32_t work, const char *fmt, int layer) {
+    char label[32];
+    if (layer >= 0) snprintf(label, sizeof label, "layer.%d.%s", layer, fmt);
+    else snprintf(label, sizeof label, "%s", fmt);
+    ak_cmd *c = ak_table_push(b->t, k, p, ps, label);
+    if (!c) { b->oom = true; return NULL; }
+    c->work = work;
+    return c;
+}
+
+/* Marks the int32 param at offset as patched with n (prefill only: decode has n = 1). */
+static void patch_n(builder *b, ak_cmd *c, size_t off) {
+    if (c && b->o->prefill) { c->patch |= AK_PATCH_N; c->off_n = (uint8_t)off; }
+}
+
+static int rows(builder *b) { return b->o->prefill ? b->o->rows : 1; }
+
+static size_t kv_layer_bytes(const ak_model *m, const ak_build_opts *o) {
+    return (size_t)m->cfg.n_kv_heads * (size_t)o->max_seq * (size_t)m->cfg.head_dim * (o->kv_f16 ? 2 : 4);
+}
+
+void ak_build_buf_sizes(const ak_model *m, const ak_build_opts *o, size_t s[AK_BUF_COUNT]) {
+    const ak_config *c = &m->cfg;
+    size_t r = (size_t)(o->prefill ? o->rows : 1), f = sizeof(float);
+    size_t nq = (size_t)c->n_heads * c->head_dim, nkv = (size_t)c->n_kv_heads * c->head_dim;
+    memset(s, 0, sizeof(size_t) * AK_BUF_COUNT);
+    s[AK_BUF_WEIGHTS] = m->weights_size;
+    s[AK_BUF_AUX] = m->aux_size;
+    s[AK_BUF_TOKENS] = ((size_t)o->max_seq + 1) * 4;
+    s[AK_BUF_KV] = 2 * (size_t)c->n_layers * kv_layer_bytes(m, o);
+    s[AK_BUF_X] = r * c->dim * f;
+    s[AK_BUF_XN] = r * c->dim * f;
+    s[AK_BUF_QKV] = r * (nq + 2 * nkv) * f;
+    s[AK_BUF_ATT] = r * nq * f;
+    s[AK_BUF_T] = r * c->dim * f;
+    s[AK_BUF_GU] = r * 2 * (size_t)c->ffn_dim * f;
+    s[AK_BUF_ACT] = r * (size_t)c->ffn_dim * f;
+    s[AK_BUF_LOGITS] = (o->prefill && o->logits_all ? r : 1) * (size_t)c->vocab * f;
+}
+
+/* y[:, y_col..] = x W^T for up to three matrices side by side. */
+static ak_cmd *matmul(builder *b, const ak_tensor *const *w, int nw, ak_buf_id x, int ld_x, ak_buf_id y, int ld_y,
+                      size_t y_col, const ak_tensor *bias, const char *label, int layer) {
+    ak_p_mm p = {.n = rows(b), .K = (int32_t)w[0]->ne0, .nseg = nw, .ld_x = ld_x, .ld_y = ld_y, .has_bias = bias != NULL};
+    uint32_t work = 0;
+    for (int i = 0; i < nw; i++) {
+        p.N[i] = (int32_t)w[i]->ne1;
+        p.dtype[i] = (int32_t)w[i]->dtype;
+        work += (uint32_t)w[i]->ne1;
+    }
+    ak_cmd *c = emit(b, b->o->prefill ? AK_K_GEMM : AK_K_GEMV, &p, sizeof p, work, label, layer);
+    if (!c) return NULL;
+    for (int i = 0; i < 3; i++) ak_cmd_bind(c, i, AK_BUF_WEIGHTS, w[i < nw ? i : 0]->off);
+    ak_cmd_bind(c, 3, x, 0);
+    ak_cmd_bind(c, 4, y, y_col * sizeof(float));
+    ak_cmd_bind(c, 5, AK_BUF_WEIGHTS, bias ? bias->off : 0);
+    patch_n(b, c, offsetof(ak_p_mm, n));
+    return c;
+}
+
+static void add_norm(builder *b, ak_buf_id a, const ak_tensor *post, const ak_tensor *w, const char *label, int layer) {
+    ak_p_norm p = {.n = rows(b), .dim = b->dim, .eps = b->m->cfg.norm_eps, .flags = post ? AK_NORM_F_POST : 0};
+    ak_cmd *c = emit(b, AK_K_ADD_NORM, &p, sizeof p, (uint32_t)rows(b), label, layer);
+    if (!c) return;
+    ak_cmd_bind(c, 0, AK_BUF_X, 0);
+    ak_cmd_bind(c, 1, a, 0);
+    ak_cmd_bind(c, 2, AK_BUF_WEIGHTS, post ? post->off : 0);
+    ak_cmd_bind(c, 3, AK_BUF_WEIGHTS, w->off);
+    ak_cmd_bind(c, 4, AK_BUF_XN, 0);
+    patch_n(b, c, offsetof(ak_p_norm, n));
+}
+
+static void attention_block(builder *b, int l) {
+    const ak_model *m = b->m;
+    const ak_config *cfg = &m->cfg;
+    const ak_layer *L = &m->layers[l];
+    size_t lb = kv_layer_bytes(m, b->o);
+    const ak_tensor *qkv[3] = {L->wq, L->wk, L->wv};
+    if (b->o->unfused) {
+        size_t col[3] = {0, (size_t)b->nq, (size_t)(b->nq + b->nkv)};
+        const char *names[3] = {"q", "k", "v"};
+        for (int i = 0; i < 3; i++) matmul(b, &qkv[i], 1, AK_BUF_XN, b->dim, AK_BUF_QKV, b->qkv_ld, col[i], NULL, names[i], l);
+    } else {
+        matmul(b, qkv, 3, AK_BUF_XN, b->dim, AK_BUF_QKV, b->qkv_ld, 0, NULL, "qkv", l);
+    }
+
+    ak_p_rope_kv r = {.n = rows(b), .n_heads = cfg->n_heads, .n_kv_heads = cfg->n_kv_heads, .head_dim = cfg->head_dim,
+                      .n_rot = m->arch->rope == AK_ROPE_NONE ? 0 : cfg->n_rot, .style = (int32_t)m->arch->rope,
+                      .ld = b->qkv_ld, .max_seq = b->o->max_seq, .kv_f16 = b->o->kv_f16, .eps = cfg->norm_eps,
+                      .flags = (L->q_norm ? AK_ROPE_F_QKNORM : 0) | (L->has_qkv_bias ? AK_ROPE_F_BIAS : 0)};
+    ak_cmd *c = emit(b, AK_K_ROPE_KV, &r, sizeof r, (uint32_t)(rows(b) * (cfg->n_heads + cfg->n_kv_heads)), "rope_kv", l);
+    if (c) {
+        ak_cmd_bind(c, 0, AK_BUF_QKV, 0);
+        ak_cmd_bind(c, 1, AK_BUF_WEIGHTS, L->q_norm ? L->q_norm->off : 0);
+        ak_cmd_bind(c, 2, AK_BUF_WEIGHTS, L->k_norm ? L->k_norm->off : 0);
+        ak_cmd_bind(c, 3, AK_BUF_AUX, L->inv_freq_off);
+        ak_cmd_bind(c, 4, AK_BUF_KV, 2 * (size_t)l * lb);
+        ak_cmd_bind(c, 5, AK_BUF_KV, (2 * (size_t)l + 1) * lb);
+        ak_cmd_bind(c, 6, AK_BUF_AUX, L->qkv_bias_off);
+        c->patch |= AK_PATCH_POS;
+        c->off_pos = offsetof(ak_p_rope_kv, pos);
+        patch_n(b, c, offsetof(ak_p_rope_kv, n));
+    }
+
+    ak_p_attn a = {.n = rows(b), .n_heads = cfg->n_heads, .n_kv_heads = cfg->n_kv_heads, .head_dim = cfg->head_dim,
+                   .ld_q = b->qkv_ld, .max_seq = b->o->max_seq, .kv_f16 = b->o->kv_f16,
+                   .window = L->sliding ? cfg->sliding_window : 0, .causal = m->arch->causal,
+                   .scale = cfg->attn_scale, .softcap = cfg->attn_softcap};
+    c = emit(b, b->o->prefill ? AK_K_ATTN_PREFILL : AK_K_ATTN_DECODE, &a, sizeof a, (uint32_t)cfg->n_heads, "attention", l);
+    if (c) {
+        ak_cmd_bind(c, 0, AK_BUF_QKV, 0);
+        ak_cmd_bind(c, 1, AK_BUF_KV, 2 * (size_t)l * lb);
+        ak_cmd_bind(c, 2, AK_BUF_KV, (2 * (size_t)l + 1) * lb);
+        ak_cmd_bind(c, 3, AK_BUF_ATT, 0);
+        c->patch |= AK_PATCH_POS | AK_PATCH_KVLEN;
+        c->off_pos = offsetof(ak_p_attn, pos);
+        c->off_kv = offsetof(ak_p_attn, kv_len);
+        patch_n(b, c, offsetof(ak_p_attn, n));
+    }
+    matmul(b, &L->wo, 1, AK_BUF_ATT, b->nq, AK_BUF_T, b->dim, 0, L->bo, "attn_output", l);
+    add_norm(b, AK_BUF_T, L->post_attn_norm, L->ffn_norm, "attn_residual_norm", l);
+}
+
+static void ffn_block(builder *b, int l) {
+    const ak_model *m = b->m;
+    const ak_layer *L = &m->layers[l];
+    const ak_tensor *gu[2] = {L->w_gate, L->w_up};
+    if (b->o->unfused) {
+        matmul(b, &gu[0], 1, AK_BUF_XN, b->dim, AK_BUF_GU, 2 * b->ff, 0, NULL, "gate", l);
+        matmul(b, &gu[1], 1, AK_BUF_XN, b->dim, AK_BUF_GU, 2 * b->ff, (size_t)b->ff, NULL, "up", l);
+    } else {
+        matmul(b, gu, 2, AK_BUF_XN, b->dim, AK_BUF_GU, 2 * b->ff, 0, NULL, "gate_up", l);
+    }
+    if (b->o->prefill || b->o->unfused) {
+        ak_p_act p = {.n = rows(b), .K = b->ff, .act = (int32_t)m->arch->act, .ld_gu = 2 * b->ff};
+        ak_cmd *c = emit(b, AK_K_ACT_GATE, &p, sizeof p, (uint32_t)rows(b), "act", l);
+        if (c) { ak_cmd_bind(c, 0, AK_BUF_GU, 0); ak_cmd_bind(c, 1, AK_BUF_ACT, 0); patch_n(b, c, offsetof(ak_p_act, n)); }
+        matmul(b, &L->w_down, 1, AK_BUF_ACT, b->ff, AK_BUF_T, b->dim, 0, NULL, "down", l);
+    } else {
+        ak_p_act_down p = {.n = 1, .K = b->ff, .N = b->dim, .dtype = (int32_t)L->w_down->dtype,
+                           .act = (int32_t)m->arch->act, .ld_gu = 2 * b->ff};
+        ak_cmd *c = emit(b, AK_K_GEMV_ACT_DOWN, &p, sizeof p, (uint32_t)b->dim, "act_down", l);
+        if (c) { ak_cmd_bind(c, 0, AK_BUF_WEIGHTS, L->w_down->off); ak_cmd_bind(c, 1, AK_BUF_GU, 0); ak_cmd_bind(c, 2, AK_BUF_T, 0); }
+    }
+    const ak_tensor *next = l + 1 < m->cfg.n_layers ? m->layers[l + 1].attn_norm : m->output_norm;
+    add_norm(b, AK_BUF_T, L->post_ffn_norm, next, "ffn_residual_norm", l);
+}
+
+ak_status ak_table_build(const ak_model *m, const ak_build_opts *o, ak_table *t, ak_err *err) {
+    const ak_config *cfg = &m->cfg;
+    memset(t, 0, sizeof *t);
+    builder b = {.m = m, .o = o, .t = t, .dim = cfg->dim, .nq = cfg->n_heads * cfg->head_dim,
+                 .nkv = cfg->n_kv_heads * cfg->head_dim, .ff = cfg->ffn_dim};
+    b.qkv_ld = b.nq + 2 * b.nkv;
+    t->max_rows = rows(&b);
+
+    ak_p_embed pe = {.n = rows(&b), .dim = b.dim, .dtype = (int32_t)m->tok_embd->dtype,
+                     .scale = m->arch->embed_scale ? sqrtf((float)b.dim) : 1.f};
+    ak_cmd *c = emit(&b, AK_K_EMBED, &pe, sizeof pe, (uint32_t)rows(&b), "embed", -1);
+    if (c) {
+        ak_cmd_bind(c, 0, AK_BUF_WEIGHTS, m->tok_embd->off);
+        ak_cmd_bind(c, 1, AK_BUF_TOKENS, 0);
+        ak_cmd_bind(c, 2, AK_BUF_X, 0);
+        c->patch |= AK_PATCH_TOK_IN;
+        c->bind_tok = 1;
+        patch_n(&b, c, offsetof(ak_p_embed, n));
+    }
+    ak_p_norm pn = {.n = rows(&b), .dim = b.dim, .eps = cfg->norm_eps};
+    c = emit(&b, AK_K_NORM, &pn, sizeof pn, (uint32_t)rows(&b), "attn_norm", 0);
+    if (c) {
+        ak_cmd_bind(c, 0, AK_BUF_X, 0);
+        ak_cmd_bind(c, 1, AK_BUF_WEIGHTS, m->layers[0].attn_norm->off);
+        ak_cmd_bind(c, 2, AK_BUF_XN, 0);
+        patch_n(&b, c, offsetof(ak_p_norm, n));
+    }
+    for (int l = 0; l < cfg->n_layers; l++) {
+        attention_block(&b, l);
+        ffn_block(&b, l);
+    }
+    bool all = o->prefill && o->logits_all;
+    c = matmul(&b, &m->output, 1, AK_BUF_XN, b.dim, AK_BUF_LOGITS, cfg->vocab, 0, NULL, "logits", -1);
+    if (c && o->prefill && !all) ((ak_p_mm *)c->params)->last_only = 1;
+    if (cfg->final_softcap > 0) {
+        ak_p_softcap ps = {.n = all ? rows(&b) : 1, .cols = cfg->vocab, .cap = cfg->final_softcap};
+        c = emit(&b, AK_K_SOFTCAP, &ps, sizeof ps, (uint32_t)ps.n, "softcap", -1);
+        if (c) { ak_cmd_bind(c, 0, AK_BUF_LOGITS, 0); if (all) patch_n(&b, c, offsetof(ak_p_softcap, n)); }
+    }
+    ak_p_argmax pa = {.n = all ? rows(&b) : 1, .vocab = cfg->vocab};
+    c = emit(&b, AK_K_ARGMAX, &pa, sizeof pa, 1, "argmax", -1);
+    if (c) {
+        ak_cmd_bind(c, 0, AK_BUF_LOGITS, 0);
+        ak_cmd_bind(c, 1, AK_BUF_TOKENS, 0);
+        c->patch |= AK_PATCH_TOK_OUT;
+        c->bind_tok = 1;
+        if (all) patch_n(&b, c, offsetof(ak_p_argmax, n));
+    }
+    if (b.oom) { ak_table_free(t); return ak_fail(err, AK_ERR_NOMEM, "table: out of memory"); }
+    return AK_OK;
+}

@@ -1,0 +1,20 @@
+/* Table builder: walks the architecture once and emits the per-token command list. */
+#ifndef AK_BUILD_H
+#define AK_BUILD_H
+#include "core/table.h"
+#include "model/model.h"
+
+typedef struct {
+    bool prefill;          /* GEMM + tiled attention over up to `rows` tokens; else one-token decode */
+    int rows;              /* activation rows (prefill chunk) */
+    int max_seq;           /* KV cache length */
+    bool kv_f16;
+    bool logits_all;       /* prefill: logits for every row, not only the last */
+    bool unfused;          /* emit the unfused variants (for testing the fused ones) */
+} ak_build_opts;
+
+/* Sizes in bytes of every activation buffer for these options. */
+void ak_build_buf_sizes(const ak_model *m, const ak_build_opts *o, size_t sizes[AK_BUF_COUNT]);
+ak_status ak_table_build(const ak_model *m, const ak_build_opts *o, ak_table *t, ak_err *err);
+
+#endif

@@ -1,0 +1,64 @@
+/* Kernel ids and their inline parameter blocks: the contract between the table
+ * builder and every backend. Parameters are plain data, at most 64 bytes. */
+#ifndef AK_KERNELS_H
+#define AK_KERNELS_H
+#include <stdint.h>
+
+typedef enum {
+    AK_K_EMBED = 0,   /* b: table, tokens, out */
+    AK_K_NORM,        /* b: x, w, out                  out = norm(x) * w */
+    AK_K_ADD_NORM,    /* b: x, a, post_w, w, out       x += [norm(a)*post_w | a]; out = norm(x) * w */
+    AK_K_GEMV,        /* b: W0, W1, W2, x, y, bias     y[:, seg] = W_seg x (+ bias), one row */
+    AK_K_GEMM,        /* same bindings, n rows */
+    AK_K_GEMV_ACT_DOWN, /* b: W, gu, y                y = W (act(g) * u) */
+    AK_K_ACT_GATE,    /* b: gu, out                    out = act(g) * u, n rows */
+    AK_K_ROPE_KV,     /* b: qkv, q_norm, k_norm, inv_freq, kcache, vcache, bias */
+    AK_K_ATTN_DECODE, /* b: qkv, kcache, vcache, out */
+    AK_K_ATTN_PREFILL,/* same bindings, n queries, tiled */
+    AK_K_SOFTCAP,     /* b: x                          x = cap * tanh(x / cap) */
+    AK_K_ARGMAX,      /* b: logits, tokens             tokens[0] = argmax of logits row n-1 */
+    AK_K_COUNT
+} ak_kernel;
+
+extern const char *const ak_kernel_names[AK_K_COUNT];
+
+typedef enum { AK_ACT_SILU = 0, AK_ACT_GELU_TANH, AK_ACT_GELU_ERF } ak_act;
+
+/* Fields named n, pos and kv_len are the ones replay patches (see ak_cmd). */
+typedef struct { int32_t n, dim, dtype; float scale; } ak_p_embed;
+
+typedef struct { int32_t n, dim; float eps; int32_t flags; } ak_p_norm;
+enum { AK_NORM_F_POST = 1 /* ADD_NORM: normalise a with post_w before adding */ };
+
+typedef struct {
+    int32_t n, K;
+    int32_t nseg;          /* 1..3 weight matrices writing side by side */
+    int32_t N[3], dtype[3];
+    int32_t ld_x, ld_y;    /* row strides in floats */
+    int32_t last_only;     /* GEMM: use only row n-1 of x, write row 0 of y */
+    int32_t has_bias;      /* bias for segment 0 */
+} ak_p_mm;
+
+typedef struct { int32_t n, K, N, dtype, act, ld_gu; } ak_p_act_down; /* g at gu[0..K), u at gu[K..2K) */
+
+typedef struct { int32_t n, K, act, ld_gu; } ak_p_act;
+
+typedef struct {
+    int32_t n, pos;
+    int32_t n_heads, n_kv_heads, head_dim, n_rot, style, ld;
+    int32_t max_seq, kv_f16, flags;
+    float eps;
+} ak_p_rope_kv;
+enum { AK_ROPE_F_QKNORM = 1, AK_ROPE_F_BIAS = 2 };
+
+typedef struct {
+    int32_t n, pos, kv_len;
+    int32_t n_heads, n_kv_heads, head_dim, ld_q;
+    int32_t max_seq, kv_f16, window, causal;
+    float scale, softcap;
+} ak_p_attn;
+
+typedef struct { int32_t n, cols; float cap; } ak_p_softcap;
+typedef struct { int32_t n, vocab; } ak_p_argmax;
+
+#endif

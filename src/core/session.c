@@ -1,0 +1,154 @@
+/* A session: the backend, its buffers (weights imported once, KV cache, activations
+ * sized for the largest prefill chunk, the token buffer), and two tables built and
+ * encoded once: one-token decode and chunked prefill. */
+#include "backend/backend.h"
+#include "core/build.h"
+#include "core/err.h"
+#include "core/session.h"
+#include "model/model.h"
+#include <stdlib.h>
+#include <string.h>
+
+struct ak_session {
+    ak_model *m;
+    ak_session_params p;
+    ak_backend *be;
+    void *bufs[AK_BUF_COUNT];
+    ak_table decode, prefill;
+    void *enc_decode, *enc_prefill;
+    int pos;
+};
+
+ak_session_params ak_session_default_params(void) {
+    ak_session_params p = {0};
+    return p;
+}
+
+static ak_status alloc_bufs(ak_session *s, const size_t *sz, ak_err *err) {
+    ak_status st = s->be->buf_import(s->be, s->m->weights, s->m->weights_size, &s->bufs[AK_BUF_WEIGHTS], err);
+    if (st) return st;
+    for (int i = 1; i < AK_BUF_COUNT; i++)
+        if ((st = s->be->buf_alloc(s->be, sz[i], &s->bufs[i], err))) return st;
+    return s->be->buf_write(s->be, s->bufs[AK_BUF_AUX], 0, s->m->aux, s->m->aux_size, err);
+}
+
+ak_status ak_session_create(ak_model *m, const ak_session_params *p, ak_session **out, ak_err *err) {
+    return ak_session_create_ex(m, p, false, out, err);
+}
+
+ak_status ak_session_create_ex(ak_model *m, const ak_session_params *pp, bool unfused, ak_session **out, ak_err *err) {
+    *out = NULL;
+    ak_session_params p = pp ? *pp : ak_session_default_params();
+    if (p.n_ctx < 0 || p.chunk < 0 || p.n_threads < 0) return ak_fail(err, AK_ERR_ARG, "session: negative parameter");
+    if (p.n_ctx == 0) p.n_ctx = m->cfg.n_ctx_train < 4096 ? m->cfg.n_ctx_train : 4096;
+    if (p.n_ctx > (1 << 20)) return ak_fail(err, AK_ERR_ARG, "session: context %d is too large", p.n_ctx);
+    if (p.chunk == 0) p.chunk = 512;
+    if (p.chunk > p.n_ctx) p.chunk = p.n_ctx;
+    ak_session *s = calloc(1, sizeof *s);
+    if (!s) return ak_fail(err, AK_ERR_NOMEM, "out of memory");
+    s->m = m;
+    s->p = p;
+    ak_status st = ak_backend_cpu_create(p.n_threads, &s->be, err);
+    if (st) { free(s); return st; }
+    ak_build_opts od = {.prefill = false, .rows = 1, .max_seq = p.n_ctx, .kv_f16 = p.kv_type == AK_KV_F16,
+                          .unfused = unfused};
+    ak_build_opts op = od;
+    op.prefill = true;
+    op.rows = p.chunk;
+    op.logits_all = p.logits_all;
+    size_t sz[AK_BUF_COUNT];
+    ak_build_buf_sizes(m, &op, sz);
+    if (!p.logits_all) sz[AK_BUF_LOGITS] = (size_t)m->cfg.vocab * sizeof(float);
+    if ((st = alloc_bufs(s, sz, err))) goto fail;
+    if ((st = ak_table_build(m, &od, &s->decode, err))) goto fail;
+    if ((st = ak_table_build(m, &op, &s->prefill, err))) goto fail;
+    if ((st = s->be->encode(s->be, &s->decode, s->bufs, &s->enc_decode, err))) goto fail;
+    if ((st = s->be->encode(s->be, &s->prefill, s->bufs, &s->enc_prefill, err))) goto fail;
+    *out = s;
+    return AK_OK;
+fail:
+    ak_session_free(s);
+    return st;
+}
+
+void ak_session_free(ak_session *s) {
+    if (!s) return;
+    if (s->be) {
+        if (s->enc_decode) s->be->encoded_free(s->be, s->enc_decode);
+        if (s->enc_prefill) s->be->encoded_free(s->be, s->enc_prefill);
+        for (int i = 1; i < AK_BUF_COUNT; i++) if (s->bufs[i]) s->be->buf_free(s->be, s->bufs[i]);
+        s->be->destroy(s->be);
+    }
+    ak_table_free(&s->decode);
+    ak_table_free(&s->prefill);
+    free(s);
+}
+
+int ak_session_table_size(const ak_session *s) { return s->decode.n; }
+int ak_session_pos(const ak_session *s) { return s->pos; }
+int ak_session_n_ctx(const ak_session *s) { return s->p.n_ctx; }
+void ak_session_reset(ak_session *s) { s->pos = 0; }
+
+static ak_status check_ids(const ak_session *s, const int32_t *ids, int n, ak_err *err) {
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= s->m->cfg.vocab)
+            return ak_fail(err, AK_ERR_ARG, "token id %d at position %d is outside the vocabulary (0..%d)", ids[i], i, s->m->cfg.vocab - 1);
+    return AK_OK;
+}
+
+static ak_status room(const ak_session *s, int n, ak_err *err) {
+    if (n > s->p.n_ctx - s->pos)
+        return ak_fail(err, AK_ERR_ARG, "context full: %d tokens at position %d exceed the context of %d", n, s->pos, s->p.n_ctx);
+    return AK_OK;
+}
+
+ak_status ak_prefill(ak_session *s, const int32_t *ids, int n, int32_t *next, float *logits, ak_err *err) {
+    ak_status st;
+    if (n <= 0) return ak_fail(err, AK_ERR_ARG, "prefill: empty prompt");
+    if ((st = check_ids(s, ids, n, err)) || (st = room(s, n, err))) return st;
+    ak_backend *be = s->be;
+    size_t V = (size_t)s->m->cfg.vocab;
+    for (int done = 0; done < n;) {
+        int c = n - done < s->p.chunk ? n - done : s->p.chunk;
+        /* per chunk: the previous chunk's argmax wrote its guess where this chunk starts */
+        if ((st = be->buf_write(be, s->bufs[AK_BUF_TOKENS], 4 * (size_t)s->pos, ids + done, 4 * (size_t)c, err))) return st;
+        ak_run r = {.pos = s->pos, .n = c, .steps = 1};
+        if ((st = be->run(be, s->enc_prefill, &r, err))) return st;
+        if (logits && s->p.logits_all)
+            st = be->buf_read(be, s->bufs[AK_BUF_LOGITS], 0, logits + (size_t)done * V, (size_t)c * V * 4, err);
+        else if (logits && done + c == n)
+            st = be->buf_read(be, s->bufs[AK_BUF_LOGITS], 0, logits, V * 4, err);
+        if (st) return st;
+        s->pos += c;
+        done += c;
+    }
+    return be->buf_read(be, s->bufs[AK_BUF_TOKENS], 4 * (size_t)s->pos, next, 4, err);
+}
+
+ak_status ak_decode(ak_session *s, int32_t token, int32_t *next, float *logits, ak_err *err) {
+    ak_status st;
+    if ((st = check_ids(s, &token, 1, err)) || (st = room(s, 1, err))) return st;
+    ak_backend *be = s->be;
+    if ((st = be->buf_write(be, s->bufs[AK_BUF_TOKENS], 4 * (size_t)s->pos, &token, 4, err))) return st;
+    ak_run r = {.pos = s->pos, .n = 1, .steps = 1};
+    if ((st = be->run(be, s->enc_decode, &r, err))) return st;
+    if (logits && (st = be->buf_read(be, s->bufs[AK_BUF_LOGITS], 0, logits, (size_t)s->m->cfg.vocab * 4, err))) return st;
+    s->pos++;
+    return be->buf_read(be, s->bufs[AK_BUF_TOKENS], 4 * (size_t)s->pos, next, 4, err);
+}
+
+ak_status ak_chain_decode(ak_session *s, int32_t token, int n, int32_t *out, int *n_out, ak_err *err) {
+    ak_status st;
+    *n_out = 0;
+    if (n <= 0) return AK_OK;
+    if ((st = check_ids(s, &token, 1, err)) || (st = room(s, n, err))) return st;
+    ak_backend *be = s->be;
+    if ((st = be->buf_write(be, s->bufs[AK_BUF_TOKENS], 4 * (size_t)s->pos, &token, 4, err))) return st;
+    int32_t stop = s->m->eos;
+    ak_run r = {.pos = s->pos, .n = 1, .steps = n, .stop = &stop, .n_stop = stop >= 0};
+    if ((st = be->run(be, s->enc_decode, &r, err))) return st;
+    if ((st = be->buf_read(be, s->bufs[AK_BUF_TOKENS], 4 * (size_t)(s->pos + 1), out, 4 * (size_t)r.steps_done, err))) return st;
+    s->pos += r.steps_done;
+    *n_out = r.steps_done;
+    return AK_OK;
+}

@@ -1,0 +1,47 @@
+/* A loaded model: config, architecture descriptor and weights that point into the
+ * mapped file. Knows nothing of kernels or backends. */
+#ifndef AK_MODEL_H
+#define AK_MODEL_H
+#include "akunu.h"
+#include "core/dtype.h"
+#include "format/gguf.h"
+#include "model/arch.h"
+
+typedef struct {
+    ak_dtype dtype;
+    int64_t ne0, ne1;      /* ne0: contiguous (input) dimension, ne1: rows */
+    const void *data;      /* host bytes */
+    size_t nbytes;
+    size_t off;            /* offset in the weights buffer */
+} ak_tensor;
+
+typedef struct {
+    const ak_tensor *attn_norm, *wq, *wk, *wv, *wo, *bo;
+    const ak_tensor *q_norm, *k_norm, *post_attn_norm;
+    const ak_tensor *ffn_norm, *w_gate, *w_up, *w_down, *post_ffn_norm;
+    bool has_qkv_bias;     /* bq|bk|bv concatenated in aux at qkv_bias_off */
+    size_t qkv_bias_off;   /* byte offset in aux */
+    bool sliding;
+    size_t inv_freq_off;   /* byte offset in aux of this layer's RoPE inverse frequencies */
+} ak_layer;
+
+struct ak_model {
+    ak_gguf *gguf;
+    const ak_arch *arch;
+    char arch_name[32];
+    ak_config cfg;
+    ak_tensor *tensors;    /* one per GGUF tensor */
+    int n_tensors;
+    const ak_tensor *tok_embd, *output_norm, *output;
+    ak_layer *layers;
+    const void *weights;   /* base of the weights buffer: the file's data section */
+    size_t weights_size;
+    float *aux;            /* small float constants the kernels read (RoPE tables, fused biases) */
+    size_t aux_size;       /* bytes */
+    int bos, eos;
+};
+
+/* Builds a model from an open GGUF, taking ownership of it (closed on failure too). */
+ak_status ak_model_from_gguf(ak_gguf *g, ak_model **out, ak_err *err);
+
+#endif
