@@ -2,6 +2,7 @@
 #include "test_util.h"
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 int ak_test_failures, ak_test_checks;
 
@@ -46,4 +47,25 @@ double ak_rel_l2(const float *out, const float *ref, size_t n) {
         den += (double)ref[i] * ref[i];
     }
     return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+int ak_json_ints(const char *json, const char *scope, const char *key, int32_t *out, int cap) {
+    char pat[128];
+    const char *p = json;
+    if (scope) {
+        snprintf(pat, sizeof pat, "\"%s\"", scope);
+        if (!(p = strstr(p, pat))) return -1;
+    }
+    snprintf(pat, sizeof pat, "\"%s\"", key);
+    if (!(p = strstr(p, pat)) || !(p = strchr(p, '['))) return -1;
+    int n = 0;
+    for (p++; *p && *p != ']';) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) { p++; continue; }
+        if (n < cap) out[n] = (int32_t)v;
+        n++;
+        p = end;
+    }
+    return n;
 }

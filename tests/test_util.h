@@ -20,4 +20,9 @@ uint32_t ak_rand_u32(uint64_t *state);
 float ak_rand_f(uint64_t *state); /* uniform in [-1, 1) */
 double ak_rel_l2(const float *out, const float *ref, size_t n);
 
+
+
+/* The int array under "key" in a JSON text, searched after "scope" if scope is not NULL
+ * (enough for the fixtures' manifest.json). Returns the count, -1 if not found. */
+int ak_json_ints(const char *json, const char *scope, const char *key, int32_t *out, int cap);
 #endif

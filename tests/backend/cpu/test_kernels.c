@@ -1,0 +1,319 @@
+/* CPU kernels against naive double-precision references written here, on random
+ * inputs and odd shapes: GEMV/GEMM (multi-segment, bias, last row only, N = 1, odd K),
+ * fused activation+down, norms, RoPE + KV write (both pairings, QK-norm, bias, F16 cache),
+ * decode and tiled prefill attention (GQA ratios, causal, sliding window, softcap,
+ * non-causal, offsets), argmax. Each kernel is split over 1, 2, 3 and 7 workers. */
+#include "backend/cpu/cpu.h"
+#include "model/arch.h"
+#include "test_util.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng = 42;
+static const int thread_counts[] = {1, 2, 3, 7};
+
+static float *rnd(size_t n, float scale) {
+    float *p = malloc((n ? n : 1) * sizeof(float));
+    for (size_t i = 0; i < n; i++) p[i] = ak_rand_f(&rng) * scale;
+    return p;
+}
+
+/* Runs a command as nth workers would (kernels have no barrier inside). */
+static void run(ak_cpu_fn fn, ak_cpu_cmd *c, int nth, size_t scratch_n) {
+    float *scratch = malloc(scratch_n * sizeof(float) + 64);
+    ak_cpu_tls tls = {scratch, scratch_n};
+    for (int i = 0; i < nth; i++) fn(c, i, nth, &tls);
+    free(scratch);
+}
+
+static double max_rel(const float *a, const double *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) { num += (a[i] - b[i]) * (a[i] - b[i]); den += b[i] * b[i]; }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+static void test_matmul(void) {
+    const int Ks[] = {1, 7, 32, 33, 100, 257};
+    for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++)
+        for (int nseg = 1; nseg <= 3; nseg++)
+            for (int n = 1; n <= 9; n += 4)
+                for (int dt = 0; dt < 2; dt++) {
+                    int K = Ks[ki], N[3] = {1, 5, 3};
+                    if (nseg == 1) N[0] = 13;
+                    int tot = 0;
+                    for (int s = 0; s < nseg; s++) tot += N[s];
+                    int ld_x = K + 3, ld_y = tot + 2;
+                    float *x = rnd((size_t)n * ld_x, 1), *bias = rnd((size_t)N[0], 1);
+                    void *w[3];
+                    float *wf[3];
+                    for (int s = 0; s < nseg; s++) {
+                        wf[s] = rnd((size_t)N[s] * K, 1);
+                        if (dt == 0) w[s] = wf[s];
+                        else {   /* F16 weights: the reference reads the same rounded values */
+                            uint16_t *h = malloc((size_t)N[s] * K * 2);
+                            for (int i = 0; i < N[s] * K; i++) { h[i] = ak_f32_to_f16(wf[s][i]); wf[s][i] = ak_f16_to_f32(h[i]); }
+                            w[s] = h;
+                        }
+                    }
+                    for (int last = 0; last < 2; last++)
+                        for (int bi = 0; bi < 2; bi++) {
+                            ak_p_mm p = {.n = n, .K = K, .nseg = nseg, .ld_x = ld_x, .ld_y = ld_y, .last_only = last, .has_bias = bi};
+                            for (int s = 0; s < nseg; s++) { p.N[s] = N[s]; p.dtype[s] = dt ? AK_F16 : AK_F32; }
+                            int rows = last ? 1 : n;
+                            double *ref = calloc((size_t)rows * ld_y, sizeof(double));
+                            for (int i = 0; i < rows; i++) {
+                                const float *xi = x + (size_t)(last ? n - 1 : i) * ld_x;
+                                for (int s = 0, col = 0; s < nseg; col += N[s], s++)
+                                    for (int j = 0; j < N[s]; j++) {
+                                        double a = (bi && s == 0) ? bias[j] : 0;
+                                        for (int k = 0; k < K; k++) a += (double)wf[s][(size_t)j * K + k] * xi[k];
+                                        ref[(size_t)i * ld_y + col + j] = a;
+                                    }
+                            }
+                            for (int kind = 0; kind < 2; kind++) {
+                                if (kind == 0 && (n > 1 && !last)) continue; /* GEMV is one row */
+                                for (size_t t = 0; t < sizeof thread_counts / sizeof *thread_counts; t++) {
+                                    float *y = calloc((size_t)rows * ld_y, sizeof(float));
+                                    ak_cpu_cmd c = {0};
+                                    ak_p_mm q = p;
+                                    const float *xin = x;
+                                    if (kind == 0) { q.n = 1; q.last_only = 0; if (last) xin = x + (size_t)(n - 1) * ld_x; }
+                                    memcpy(c.p, &q, sizeof q);
+                                    for (int s = 0; s < 3; s++) c.b[s] = w[s < nseg ? s : 0];
+                                    c.b[3] = (void *)xin; c.b[4] = y; c.b[5] = bias;
+                                    run(kind ? ak_cpu_gemm : ak_cpu_gemv, &c, thread_counts[t], (size_t)K);
+                                    double worst = 0;
+                                    for (int i = 0; i < rows; i++)
+                                        for (int j = 0; j < tot; j++) {
+                                            double r = ref[(size_t)i * ld_y + j], d = fabs(y[(size_t)i * ld_y + j] - r);
+                                            if (d > worst) worst = d;
+                                        }
+                                    CHECK(worst <= 1e-4 * (1 + sqrt((double)K)), "%s K=%d nseg=%d n=%d dt=%d last=%d bias=%d nth=%d err %g",
+                                          kind ? "gemm" : "gemv", K, nseg, n, dt, last, bi, thread_counts[t], worst);
+                                    free(y);
+                                }
+                            }
+                            free(ref);
+                        }
+                    for (int s = 0; s < nseg; s++) { if (dt) free(w[s]); free(wf[s]); }
+                    free(x); free(bias);
+                }
+}
+
+static double act_ref(int act, double x) {
+    if (act == AK_ACT_SILU) return x / (1 + exp(-x));
+    if (act == AK_ACT_GELU_TANH) return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    return 0.5 * x * (1 + erf(x / sqrt(2)));
+}
+
+static void test_act_down(void) {
+    const int Ks[] = {1, 31, 352};
+    for (size_t ki = 0; ki < 3; ki++)
+        for (int act = 0; act < 3; act++) {
+            int K = Ks[ki], N = 11;
+            float *gu = rnd(2 * (size_t)K, 3), *w = rnd((size_t)N * K, 1), y[11], h[1024];
+            double ref[11];
+            for (int k = 0; k < K; k++) h[k] = (float)(act_ref(act, gu[k]) * gu[K + k]);
+            for (int j = 0; j < N; j++) { ref[j] = 0; for (int k = 0; k < K; k++) ref[j] += (double)w[(size_t)j * K + k] * h[k]; }
+            for (size_t t = 0; t < 4; t++) {
+                ak_cpu_cmd c = {0};
+                ak_p_act_down p = {.n = 1, .K = K, .N = N, .dtype = AK_F32, .act = act, .ld_gu = 2 * K};
+                memcpy(c.p, &p, sizeof p);
+                c.b[0] = w; c.b[1] = gu; c.b[2] = y;
+                run(ak_cpu_gemv_act_down, &c, thread_counts[t], 2 * (size_t)K);
+                CHECK(max_rel(y, ref, (size_t)N) < 1e-5, "act_down K=%d act=%d nth=%d", K, act, thread_counts[t]);
+                /* the unfused pair: act_gate then a plain GEMV */
+                float o[1024];
+                ak_p_act pa = {.n = 1, .K = K, .act = act, .ld_gu = 2 * K};
+                memcpy(c.p, &pa, sizeof pa);
+                c.b[0] = gu; c.b[1] = o;
+                run(ak_cpu_act_gate, &c, thread_counts[t], 0);
+                double dmax = 0;
+                for (int k = 0; k < K; k++) dmax = fmax(dmax, fabs(o[k] - act_ref(act, gu[k]) * gu[K + k]));
+                CHECK(dmax < 1e-5 * 30, "act_gate K=%d act=%d: %g", K, act, dmax);
+            }
+            free(gu); free(w);
+        }
+}
+
+static void test_norms(void) {
+    for (int dim = 1; dim <= 300; dim += 37)
+        for (int post = 0; post < 2; post++) {
+            int n = 3;
+            float *x = rnd((size_t)n * dim, 2), *a = rnd((size_t)n * dim, 2), *w = rnd((size_t)dim, 1), *pw = rnd((size_t)dim, 1);
+            float *x2 = malloc((size_t)n * dim * 4), *out = malloc((size_t)n * dim * 4);
+            memcpy(x2, x, (size_t)n * dim * 4);
+            double *ref = malloc((size_t)n * dim * sizeof(double)), *xr = malloc((size_t)dim * sizeof(double));
+            float eps = 1e-5f;
+            for (int i = 0; i < n; i++) {
+                double ss = 0, sa = 0;
+                for (int k = 0; k < dim; k++) sa += (double)a[i * dim + k] * a[i * dim + k];
+                double ra = 1 / sqrt(sa / dim + eps);
+                for (int k = 0; k < dim; k++) {
+                    double av = post ? a[i * dim + k] * ra * pw[k] : a[i * dim + k];
+                    xr[k] = x[i * dim + k] + av;
+                    ss += xr[k] * xr[k];
+                }
+                double r = 1 / sqrt(ss / dim + eps);
+                for (int k = 0; k < dim; k++) ref[i * dim + k] = xr[k] * r * w[k];
+            }
+            ak_cpu_cmd c = {0};
+            ak_p_norm p = {.n = n, .dim = dim, .eps = eps, .flags = post ? AK_NORM_F_POST : 0};
+            memcpy(c.p, &p, sizeof p);
+            c.b[0] = x2; c.b[1] = a; c.b[2] = pw; c.b[3] = w; c.b[4] = out;
+            run(ak_cpu_add_norm, &c, 2, (size_t)dim);
+            CHECK(max_rel(out, ref, (size_t)n * dim) < 1e-5, "add_norm dim=%d post=%d", dim, post);
+            free(x); free(a); free(w); free(pw); free(x2); free(out); free(ref); free(xr);
+        }
+}
+
+/* Naive attention for query row i (position pos+i), head h, reading float K/V copies. */
+static void attn_ref(const ak_p_attn *p, const float *q, const float *kc, const float *vc, int i, int h, double *out) {
+    int hd = p->head_dim, kvh = h / (p->n_heads / p->n_kv_heads), qp = p->pos + i;
+    double *s = malloc((size_t)p->kv_len * sizeof(double)), m = -INFINITY, l = 0;
+    for (int j = 0; j < p->kv_len; j++) {
+        bool ok = (!p->causal || j <= qp) && (p->window <= 0 || j > qp - p->window);
+        if (!ok) { s[j] = -INFINITY; continue; }
+        double d = 0;
+        for (int k = 0; k < hd; k++) d += (double)q[(size_t)i * p->ld_q + h * hd + k] * kc[((size_t)kvh * p->max_seq + j) * hd + k];
+        d *= p->scale;
+        if (p->softcap > 0) d = p->softcap * tanh(d / p->softcap);
+        s[j] = d;
+        if (d > m) m = d;
+    }
+    for (int k = 0; k < hd; k++) out[k] = 0;
+    for (int j = 0; j < p->kv_len; j++) {
+        if (s[j] == -INFINITY) continue;
+        double e = exp(s[j] - m);
+        l += e;
+        for (int k = 0; k < hd; k++) out[k] += e * vc[((size_t)kvh * p->max_seq + j) * hd + k];
+    }
+    for (int k = 0; k < hd; k++) out[k] /= l;
+    free(s);
+}
+
+static void test_attention(void) {
+    struct { int nh, nkv, hd, n, pos, window, causal; float softcap; int f16; } cs[] = {
+        {4, 4, 32, 1, 0, 0, 1, 0, 0},   {4, 2, 32, 24, 0, 0, 1, 0, 0},  {8, 1, 64, 37, 5, 0, 1, 0, 0},
+        {6, 2, 16, 17, 70, 8, 1, 50, 0}, {4, 2, 32, 3, 100, 8, 1, 0, 1}, {4, 4, 8, 33, 0, 0, 0, 0, 0},
+        {2, 1, 128, 70, 3, 16, 1, 30, 1}, {3, 3, 6, 1, 200, 0, 1, 0, 0}, {12, 4, 32, 1, 150, 0, 1, 0, 1},
+    };
+    for (size_t ci = 0; ci < sizeof cs / sizeof *cs; ci++) {
+        int max_seq = 300, hd = cs[ci].hd, nh = cs[ci].nh, nkv = cs[ci].nkv, n = cs[ci].n;
+        int ld_q = nh * hd + 2 * nkv * hd;
+        ak_p_attn p = {.n = n, .pos = cs[ci].pos, .kv_len = cs[ci].pos + n, .n_heads = nh, .n_kv_heads = nkv, .head_dim = hd,
+                       .ld_q = ld_q, .max_seq = max_seq, .kv_f16 = cs[ci].f16, .window = cs[ci].window,
+                       .causal = cs[ci].causal, .scale = 1 / sqrtf((float)hd), .softcap = cs[ci].softcap};
+        size_t cn = (size_t)nkv * max_seq * hd;
+        float *q = rnd((size_t)n * ld_q, 2), *kf = rnd(cn, 2), *vf = rnd(cn, 1);
+        uint16_t *kh = malloc(cn * 2), *vh = malloc(cn * 2);
+        for (size_t i = 0; i < cn; i++) {
+            kh[i] = ak_f32_to_f16(kf[i]); vh[i] = ak_f32_to_f16(vf[i]);
+            if (cs[ci].f16) { kf[i] = ak_f16_to_f32(kh[i]); vf[i] = ak_f16_to_f32(vh[i]); }
+        }
+        double *ref = malloc((size_t)n * nh * hd * sizeof(double));
+        for (int i = 0; i < n; i++)
+            for (int h = 0; h < nh; h++) attn_ref(&p, q, kf, vf, i, h, ref + ((size_t)i * nh + h) * hd);
+        for (int kind = 0; kind < 2; kind++) {
+            if (kind == 0 && n != 1) continue;
+            for (size_t t = 0; t < 4; t++) {
+                float *out = calloc((size_t)n * nh * hd, sizeof(float));
+                ak_cpu_cmd c = {0};
+                memcpy(c.p, &p, sizeof p);
+                c.b[0] = q; c.b[1] = cs[ci].f16 ? (void *)kh : (void *)kf; c.b[2] = cs[ci].f16 ? (void *)vh : (void *)vf; c.b[3] = out;
+                run(kind ? ak_cpu_attn_prefill : ak_cpu_attn_decode, &c, thread_counts[t], ak_cpu_scratch_need(kind ? AK_K_ATTN_PREFILL : AK_K_ATTN_DECODE, &p));
+                double e = max_rel(out, ref, (size_t)n * nh * hd);
+                CHECK(e < 2e-6, "%s case %zu nth=%d: rel err %g", kind ? "prefill" : "decode", ci, thread_counts[t], e);
+                free(out);
+            }
+        }
+        free(q); free(kf); free(vf); free(kh); free(vh); free(ref);
+    }
+}
+
+static void test_rope_kv(void) {
+    for (int style = AK_ROPE_INTERLEAVED; style <= AK_ROPE_NEOX; style++)
+        for (int flags = 0; flags < 4; flags++)
+            for (int f16 = 0; f16 < 2; f16++) {
+                int nh = 4, nkv = 2, hd = 16, n_rot = flags & 1 ? 16 : 12, n = 5, pos = 9, max_seq = 32;
+                int nq = nh * hd, nk = nkv * hd, ld = nq + 2 * nk + 1;
+                float *qkv = rnd((size_t)n * ld, 2), *orig = malloc((size_t)n * ld * 4), *inv = malloc(8 * 4);
+                float *qn = rnd((size_t)hd, 1), *kn = rnd((size_t)hd, 1), *bias = rnd((size_t)(nq + 2 * nk), 1);
+                memcpy(orig, qkv, (size_t)n * ld * 4);
+                for (int i = 0; i < n_rot / 2; i++) inv[i] = powf(10000.f, -2.f * i / n_rot);
+                size_t cn = (size_t)nkv * max_seq * hd;
+                void *kc = calloc(cn, 4), *vc = calloc(cn, 4);
+                ak_p_rope_kv p = {.n = n, .pos = pos, .n_heads = nh, .n_kv_heads = nkv, .head_dim = hd, .n_rot = n_rot,
+                                  .style = style, .ld = ld, .max_seq = max_seq, .kv_f16 = f16, .flags = flags, .eps = 1e-6f};
+                ak_cpu_cmd c = {0};
+                memcpy(c.p, &p, sizeof p);
+                c.b[0] = qkv; c.b[1] = qn; c.b[2] = kn; c.b[3] = inv; c.b[4] = kc; c.b[5] = vc; c.b[6] = bias;
+                run(ak_cpu_rope_kv, &c, 3, 0);
+                double worst = 0;
+                for (int i = 0; i < n; i++)
+                    for (int h = 0; h < nh + nkv; h++) {
+                        bool isq = h < nh;
+                        int off = isq ? h * hd : nq + (h - nh) * hd;
+                        double x[16], r[16];
+                        for (int k = 0; k < hd; k++) x[k] = orig[(size_t)i * ld + off + k] + ((flags & 2) ? bias[off + k] : 0);
+                        if (flags & 1) {
+                            double ss = 0;
+                            for (int k = 0; k < hd; k++) ss += x[k] * x[k];
+                            double rr = 1 / sqrt(ss / hd + 1e-6);
+                            for (int k = 0; k < hd; k++) x[k] = x[k] * rr * (isq ? qn : kn)[k];
+                        }
+                        memcpy(r, x, sizeof r);
+                        for (int k = 0; k < n_rot / 2; k++) {
+                            double th = (double)(pos + i) * inv[k];
+                            int a = style == AK_ROPE_NEOX ? k : 2 * k, b = style == AK_ROPE_NEOX ? k + n_rot / 2 : 2 * k + 1;
+                            r[a] = x[a] * cos(th) - x[b] * sin(th);
+                            r[b] = x[a] * sin(th) + x[b] * cos(th);
+                        }
+                        for (int k = 0; k < hd; k++) {
+                            double got = qkv[(size_t)i * ld + off + k];
+                            worst = fmax(worst, fabs(got - r[k]));
+                            if (!isq) {
+                                size_t idx = ((size_t)(h - nh) * max_seq + pos + i) * hd + k;
+                                double kv = f16 ? ak_f16_to_f32(((uint16_t *)kc)[idx]) : ((float *)kc)[idx];
+                                worst = fmax(worst, fabs(kv - r[k]) - (f16 ? fabs(r[k]) * 1e-3 : 0));
+                                double vref = orig[(size_t)i * ld + nq + nk + (h - nh) * hd + k] + ((flags & 2) ? bias[nq + nk + (h - nh) * hd + k] : 0);
+                                double vv = f16 ? ak_f16_to_f32(((uint16_t *)vc)[idx]) : ((float *)vc)[idx];
+                                worst = fmax(worst, fabs(vv - vref) - (f16 ? fabs(vref) * 1e-3 : 0));
+                            }
+                        }
+                    }
+                CHECK(worst < 2e-5, "rope_kv style=%d flags=%d f16=%d: err %g", style, flags, f16, worst);
+                free(qkv); free(orig); free(inv); free(qn); free(kn); free(bias); free(kc); free(vc);
+            }
+}
+
+static void test_argmax(void) {
+    float x[2][7] = {{0, 5, 1, 5, -1, 2, 3}, {9, 1, 9, 0, 0, 0, 9}};
+    int32_t tok = -1;
+    ak_cpu_cmd c = {0};
+    ak_p_argmax p = {.n = 1, .vocab = 7};
+    memcpy(c.p, &p, sizeof p);
+    c.b[0] = x; c.b[1] = &tok;
+    run(ak_cpu_argmax, &c, 2, 0);
+    CHECK(tok == 1, "argmax first of ties: %d", tok);
+    p.n = 2;
+    memcpy(c.p, &p, sizeof p);
+    run(ak_cpu_argmax, &c, 3, 0);
+    CHECK(tok == 0, "argmax of last row: %d", tok);
+}
+
+int main(void) {
+    for (int simd = 0; simd <= 1; simd++) {
+        ak_cpu_detect();
+        if (simd == 0) ak_cpu_simd = 0;
+        printf("simd level %d\n", ak_cpu_simd);
+        test_matmul();
+        test_act_down();
+        test_norms();
+        test_attention();
+        test_rope_kv();
+        test_argmax();
+    }
+    return ak_test_done();
+}

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The CLI contract: `run --print-ids` prints the ids on one line; `logits` writes [n][vocab]
+# float32; bad input exits non-zero with a message and never crashes.
+set -u
+bin=$1 fx=$2
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail=0 checks=0
+check() { checks=$((checks+1)); if ! eval "$2"; then echo "FAIL: $1"; fail=$((fail+1)); fi; }
+
+ids=$(python3 -c "import json;print(','.join(map(str,json.load(open('$fx/manifest.json'))['prompt_ids'])))" 2>/dev/null ||
+      sed -n '/"prompt_ids"/,/]/p' "$fx/manifest.json" | tr -d ' \n' | sed 's/.*\[//; s/\].*//')
+want=$(awk '/"llama": \{/{f=1} f&&/greedy_continuation/{g=1;next} g&&/\]/{exit} g{gsub(/[ ,]/,"");printf "%s%s",(n++?",":""),$0}' "$fx/manifest.json")
+
+out=$("$bin" run -m "$fx/llama/llama-f32.gguf" --prompt-ids "$ids" -n 16 --greedy --print-ids 2>"$tmp/err")
+check "run --print-ids prints the greedy continuation ($out vs $want)" '[ "$out" = "$want" ]'
+check "run prints one line" '[ $(printf "%s\n" "$out" | wc -l) -eq 1 ]'
+"$bin" run -v -m "$fx/qwen3/qwen3-f32.gguf" --prompt-ids 1,2 -n 1 2>"$tmp/v" >/dev/null
+check "run -v prints the table size" 'grep -Eq "^dispatch table: [0-9]+ commands per token$" "$tmp/v"'
+
+"$bin" logits -m "$fx/gemma2/gemma2-f32.gguf" --prompt-ids "$ids" -o "$tmp/a.f32"
+check "logits writes 24x512 floats" '[ $(stat -c %s "$tmp/a.f32") -eq $((24*512*4)) ]'
+"$bin" logits -m "$fx/gemma2/gemma2-f32.gguf" --prompt-ids "$ids" -o "$tmp/b.f32" --chunk 5
+"$bin" logits -m "$fx/gemma2/gemma2-f32.gguf" --prompt-ids "$ids" -o "$tmp/c.f32" --decode
+check "logits --chunk 5 equals one chunk" 'cmp -s "$tmp/a.f32" "$tmp/b.f32"'
+check "logits --decode writes the same size" '[ $(stat -c %s "$tmp/c.f32") -eq $((24*512*4)) ]'
+
+# bad input: non-zero exit, a message, no crash (exit codes >= 128 are signals)
+bad() {
+  local what=$1; shift
+  "$@" >"$tmp/o" 2>"$tmp/e"; local rc=$?
+  check "$what: exits non-zero (rc=$rc)" '[ $rc -ne 0 ] && [ $rc -lt 128 ]'
+  check "$what: says why" '[ -s "$tmp/e" ]'
+}
+bad "missing model" "$bin" run -m "$tmp/none.gguf" --prompt-ids 1 -n 1
+bad "not a gguf" "$bin" run -m "$fx/manifest.json" --prompt-ids 1 -n 1
+head -c 5000 "$fx/llama/llama-f32.gguf" > "$tmp/trunc.gguf"
+bad "truncated file" "$bin" run -m "$tmp/trunc.gguf" --prompt-ids 1 -n 1
+bad "id outside vocab" "$bin" run -m "$fx/llama/llama-f32.gguf" --prompt-ids 1,512 -n 1
+bad "malformed ids" "$bin" run -m "$fx/llama/llama-f32.gguf" --prompt-ids 1,x -n 1
+bad "negative n" "$bin" run -m "$fx/llama/llama-f32.gguf" --prompt-ids 1 -n -3
+bad "prompt longer than context" "$bin" run -m "$fx/llama/llama-f32.gguf" --prompt-ids "$ids" -c 8 -n 1
+bad "logits without -o" "$bin" logits -m "$fx/llama/llama-f32.gguf" --prompt-ids 1
+bad "logits to unwritable path" "$bin" logits -m "$fx/llama/llama-f32.gguf" --prompt-ids 1 -o /nonexistent/dir/x.f32
+bad "unknown command" "$bin" frobnicate
+bad "unknown option" "$bin" run -m "$fx/llama/llama-f32.gguf" --bogus
+
+echo "$((checks-fail)) passed, $fail failed"
+[ $fail -eq 0 ]
