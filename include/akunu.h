@@ -27,6 +27,7 @@ typedef struct ak_model ak_model;
 typedef struct ak_session ak_session;
 
 typedef enum { AK_KV_F32 = 0, AK_KV_F16 = 1 } ak_kv_type;
+typedef enum { AK_BACKEND_CPU = 0, AK_BACKEND_CUDA, AK_BACKEND_AUTO } ak_backend_kind;
 
 typedef struct {
     int n_ctx;          /* 0: the model's context length, capped at 4096 */
@@ -34,7 +35,15 @@ typedef struct {
     int n_threads;      /* 0: one per core */
     ak_kv_type kv_type;
     bool logits_all;    /* prefill keeps logits for every position, not only the last */
+    ak_backend_kind backend; /* CPU by default; AUTO: CUDA if a GPU is present */
 } ak_session_params;
+
+/* Name of the backend a session runs on ("cpu", "cuda"). */
+const char *ak_session_backend(const ak_session *s);
+/* CPU worker threads of the session (1 for GPU backends). */
+int ak_session_threads(const ak_session *s);
+/* Whether this build has the CUDA backend and a GPU is present. */
+bool ak_cuda_available(void);
 
 ak_status ak_model_load(const char *path, ak_model **out, ak_err *err);
 void ak_model_free(ak_model *m);
@@ -65,9 +74,19 @@ ak_status ak_prefill(ak_session *s, const int32_t *ids, int n, int32_t *next, fl
 ak_status ak_decode(ak_session *s, int32_t token, int32_t *next, float *logits, ak_err *err);
 
 /* Chain decode: starting from token, generate up to n tokens with no host
- * round trip between them. out receives the generated ids; stops after an
- * end-of-sequence token (included). Returns the count in *n_out. */
-ak_status ak_chain_decode(ak_session *s, int32_t token, int n, int32_t *out, int *n_out, ak_err *err);
+ * round trip between them. out receives the generated ids; stops after a token
+ * listed in stop (included). Returns the count in *n_out. */
+ak_status ak_chain_decode(ak_session *s, int32_t token, int n, const int32_t *stop, int n_stop,
+                          int32_t *out, int *n_out, ak_err *err);
+
+/* Read bandwidth of the session's memory (host RAM or GPU memory), GB/s, measured now. */
+ak_status ak_session_bandwidth(ak_session *s, double *gbps, ak_err *err);
+
+/* Weight bytes one decode step reads (every matrix once, one embedding row) and the
+ * number of weight parameters. */
+uint64_t ak_model_decode_bytes(const ak_model *m);
+uint64_t ak_model_params(const ak_model *m);
+uint64_t ak_model_file_bytes(const ak_model *m);
 
 #ifdef __cplusplus
 }

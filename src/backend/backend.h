@@ -29,9 +29,13 @@ struct ak_backend {
     ak_status (*encode)(ak_backend *b, const ak_table *t, void *const bufs[AK_BUF_COUNT], void **out, ak_err *err);
     void (*encoded_free)(ak_backend *b, void *enc);
     ak_status (*run)(ak_backend *b, void *enc, ak_run *r, ak_err *err);
+    ak_status (*read_bandwidth)(ak_backend *b, double *gbps, ak_err *err);
     void (*destroy)(ak_backend *b);
 };
 
 ak_status ak_backend_cpu_create(int n_threads, ak_backend **out, ak_err *err);
+/* Defined by the CUDA backend when built (AKUNU_CUDA), else by backend/stub.c: AK_ERR_UNSUPPORTED. */
+ak_status ak_backend_cuda_create(ak_backend **out, ak_err *err);
+bool ak_backend_cuda_present(void);
 
 #endif

@@ -11,6 +11,7 @@ typedef struct {
     int n_ids;
     int n_predict, chunk, threads, ctx;
     bool greedy, print_ids, verbose, decode, kv_f16;
+    ak_backend_kind backend;
 } ak_cli_opts;
 
 /* Parses common options; returns 0 on success, prints a message and returns 2 on error. */
@@ -19,5 +20,6 @@ int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage);
 int ak_cli_open(const ak_cli_opts *o, bool logits_all, ak_model **m, ak_session **s);
 int ak_cmd_run(int argc, char **argv);
 int ak_cmd_logits(int argc, char **argv);
+int ak_cmd_bench(int argc, char **argv);
 
 #endif

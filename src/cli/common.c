@@ -55,6 +55,13 @@ int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage) {
         else if (!strcmp(a, "--chunk")) { NEEDV(); r = parse_int(a, v, 1, 1 << 16, &o->chunk); }
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { NEEDV(); r = parse_int(a, v, 1, 256, &o->threads); }
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) { NEEDV(); r = parse_int(a, v, 1, 1 << 20, &o->ctx); }
+        else if (!strcmp(a, "--backend")) {
+            NEEDV();
+            if (!strcmp(v, "cpu")) o->backend = AK_BACKEND_CPU;
+            else if (!strcmp(v, "cuda")) o->backend = AK_BACKEND_CUDA;
+            else if (!strcmp(v, "auto")) o->backend = AK_BACKEND_AUTO;
+            else { fprintf(stderr, "akunu: --backend expects cpu, cuda or auto, got '%s'\n", v); return 2; }
+        }
         else if (!strcmp(a, "--greedy")) o->greedy = true;
         else if (!strcmp(a, "--print-ids")) o->print_ids = true;
         else if (!strcmp(a, "--decode")) o->decode = true;
@@ -78,6 +85,7 @@ int ak_cli_open(const ak_cli_opts *o, bool logits_all, ak_model **m, ak_session 
     p.n_ctx = o->ctx;
     p.kv_type = o->kv_f16 ? AK_KV_F16 : AK_KV_F32;
     p.logits_all = logits_all;
+    p.backend = o->backend;
     if (ak_session_create(*m, &p, s, &err)) {
         fprintf(stderr, "akunu: %s\n", err.msg);
         ak_model_free(*m);
@@ -85,7 +93,8 @@ int ak_cli_open(const ak_cli_opts *o, bool logits_all, ak_model **m, ak_session 
         return 1;
     }
     if (o->verbose)
-        fprintf(stderr, "akunu: %s, vocab %d, context %d\ndispatch table: %d commands per token\n", ak_model_arch_name(*m),
-                ak_model_vocab(*m), ak_session_n_ctx(*s), ak_session_table_size(*s));
+        fprintf(stderr, "akunu: %s, vocab %d, context %d, backend %s\ndispatch table: %d commands per token\n",
+                ak_model_arch_name(*m), ak_model_vocab(*m), ak_session_n_ctx(*s), ak_session_backend(*s),
+                ak_session_table_size(*s));
     return 0;
 }

@@ -8,12 +8,14 @@ static const char *usage =
     "commands:\n"
     "  run      generate from a prompt (greedy)\n"
     "  logits   write float32 logits for every prompt position\n"
+    "  bench    measure prompt processing and generation speed\n"
     "run 'akunu COMMAND --help' for its options\n";
 
 int main(int argc, char **argv) {
     if (argc < 2) { fputs(usage, stderr); return 2; }
     if (!strcmp(argv[1], "run")) return ak_cmd_run(argc - 1, argv + 1);
     if (!strcmp(argv[1], "logits")) return ak_cmd_logits(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "bench")) return ak_cmd_bench(argc - 1, argv + 1);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) { fputs(usage, stdout); return 0; }
     fprintf(stderr, "akunu: unknown command '%s'\n%s", argv[1], usage);
     return 2;

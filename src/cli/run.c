@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 static const char *usage =
-    "usage: akunu run -m FILE --prompt-ids ID,ID,... [-n N] [--greedy] [--print-ids] [--chunk N] [-t THREADS]\n"
+    "usage: akunu run -m FILE --prompt-ids ID,ID,... [-n N] [--greedy] [--print-ids] [--chunk N] [-t THREADS] [--backend cpu|cuda|auto]\n"
     "                 [-c CTX] [--kv-f16] [-v]\n";
 
 int ak_cmd_run(int argc, char **argv) {
@@ -30,7 +30,7 @@ int ak_cmd_run(int argc, char **argv) {
         n_out = 1;
         int eos = ak_model_eos(m), more = 0;
         if (next != eos && o.n_predict > 1) {
-            if (ak_chain_decode(s, next, o.n_predict - 1, out + 1, &more, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); rc = 1; goto done; }
+            if (ak_chain_decode(s, next, o.n_predict - 1, &eos, eos >= 0, out + 1, &more, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); rc = 1; goto done; }
         }
         n_out += more;
     }

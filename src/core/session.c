@@ -48,7 +48,9 @@ ak_status ak_session_create_ex(ak_model *m, const ak_session_params *pp, bool un
     if (!s) return ak_fail(err, AK_ERR_NOMEM, "out of memory");
     s->m = m;
     s->p = p;
-    ak_status st = ak_backend_cpu_create(p.n_threads, &s->be, err);
+    ak_status st;
+    bool cuda = p.backend == AK_BACKEND_CUDA || (p.backend == AK_BACKEND_AUTO && ak_backend_cuda_present());
+    st = cuda ? ak_backend_cuda_create(&s->be, err) : ak_backend_cpu_create(p.n_threads, &s->be, err);
     if (st) { free(s); return st; }
     ak_build_opts od = {.prefill = false, .rows = 1, .max_seq = p.n_ctx, .kv_f16 = p.kv_type == AK_KV_F16,
                           .unfused = unfused};
@@ -85,6 +87,9 @@ void ak_session_free(ak_session *s) {
 }
 
 int ak_session_table_size(const ak_session *s) { return s->decode.n; }
+const char *ak_session_backend(const ak_session *s) { return s->be->name; }
+int ak_session_threads(const ak_session *s) { return s->be->n_threads; }
+bool ak_cuda_available(void) { return ak_backend_cuda_present(); }
 int ak_session_pos(const ak_session *s) { return s->pos; }
 int ak_session_n_ctx(const ak_session *s) { return s->p.n_ctx; }
 void ak_session_reset(ak_session *s) { s->pos = 0; }
@@ -137,18 +142,22 @@ ak_status ak_decode(ak_session *s, int32_t token, int32_t *next, float *logits, 
     return be->buf_read(be, s->bufs[AK_BUF_TOKENS], 4 * (size_t)s->pos, next, 4, err);
 }
 
-ak_status ak_chain_decode(ak_session *s, int32_t token, int n, int32_t *out, int *n_out, ak_err *err) {
+ak_status ak_chain_decode(ak_session *s, int32_t token, int n, const int32_t *stop, int n_stop,
+                          int32_t *out, int *n_out, ak_err *err) {
     ak_status st;
     *n_out = 0;
     if (n <= 0) return AK_OK;
     if ((st = check_ids(s, &token, 1, err)) || (st = room(s, n, err))) return st;
     ak_backend *be = s->be;
     if ((st = be->buf_write(be, s->bufs[AK_BUF_TOKENS], 4 * (size_t)s->pos, &token, 4, err))) return st;
-    int32_t stop = s->m->eos;
-    ak_run r = {.pos = s->pos, .n = 1, .steps = n, .stop = &stop, .n_stop = stop >= 0};
+    ak_run r = {.pos = s->pos, .n = 1, .steps = n, .stop = stop, .n_stop = stop ? n_stop : 0};
     if ((st = be->run(be, s->enc_decode, &r, err))) return st;
     if ((st = be->buf_read(be, s->bufs[AK_BUF_TOKENS], 4 * (size_t)(s->pos + 1), out, 4 * (size_t)r.steps_done, err))) return st;
     s->pos += r.steps_done;
     *n_out = r.steps_done;
     return AK_OK;
+}
+
+ak_status ak_session_bandwidth(ak_session *s, double *gbps, ak_err *err) {
+    return s->be->read_bandwidth(s->be, gbps, err);
 }

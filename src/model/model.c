@@ -294,3 +294,23 @@ int ak_model_vocab(const ak_model *m) { return m->cfg.vocab; }
 int ak_model_n_ctx_train(const ak_model *m) { return m->cfg.n_ctx_train; }
 int ak_model_eos(const ak_model *m) { return m->eos; }
 const char *ak_model_arch_name(const ak_model *m) { return m->arch_name; }
+
+uint64_t ak_model_decode_bytes(const ak_model *m) {
+    const ak_config *c = &m->cfg;
+    uint64_t b = m->output->nbytes + m->tok_embd->nbytes / (uint64_t)c->vocab;
+    for (int l = 0; l < c->n_layers; l++) {
+        const ak_layer *y = &m->layers[l];
+        const ak_tensor *t[] = {y->attn_norm, y->wq, y->wk, y->wv, y->wo, y->bo, y->q_norm, y->k_norm, y->post_attn_norm,
+                                y->ffn_norm, y->w_gate, y->w_up, y->w_down, y->post_ffn_norm};
+        for (size_t i = 0; i < sizeof t / sizeof *t; i++) if (t[i]) b += t[i]->nbytes;
+    }
+    return b + m->output_norm->nbytes;
+}
+
+uint64_t ak_model_params(const ak_model *m) {
+    uint64_t n = 0;
+    for (int i = 0; i < m->n_tensors; i++) n += (uint64_t)m->tensors[i].ne0 * (uint64_t)m->tensors[i].ne1;
+    return n;
+}
+
+uint64_t ak_model_file_bytes(const ak_model *m) { return m->gguf->size; }

@@ -39,7 +39,7 @@ static float *run_logits(ak_model *m, int chunk, bool decode, bool unfused, ak_k
 }
 
 static void greedy(ak_model *m, const char *name, const char *type, ak_kv_type kv) {
-    int32_t want[16], got[17], next;
+    int32_t want[16], got[17], next, eos = ak_model_eos(m);
     int nw = ak_json_ints(manifest, name, "greedy_continuation", want, 16);
     CHECK(nw == 16, "%s: manifest greedy_continuation", name);
     ak_session_params p = ak_session_default_params();
@@ -51,7 +51,7 @@ static void greedy(ak_model *m, const char *name, const char *type, ak_kv_type k
     got[0] = next;
     int n = 0;
     /* the fixtures' eos (2) never appears in these continuations, so the chain runs to 15 */
-    CHECK(ak_chain_decode(s, next, 15, got + 1, &n, &err) == AK_OK, "%s", err.msg);
+    CHECK(ak_chain_decode(s, next, 15, &eos, 1, got + 1, &n, &err) == AK_OK, "%s", err.msg);
     CHECK(n == 15, "%s %s: chain produced %d tokens", name, type, n);
     int same = n == 15;
     for (int i = 0; i < 16 && same; i++) same = got[i] == want[i];
@@ -64,7 +64,7 @@ static void greedy(ak_model *m, const char *name, const char *type, ak_kv_type k
     int32_t na, nb, chain[16], single[16];
     CHECK(!ak_prefill(a, prompt, n_prompt, &na, NULL, &err) && !ak_prefill(b, prompt, n_prompt, &nb, NULL, &err), "%s", err.msg);
     int nc = 0;
-    CHECK(ak_chain_decode(a, na, 16, chain, &nc, &err) == AK_OK && nc == 16, "chain: %s", err.msg);
+    CHECK(ak_chain_decode(a, na, 16, NULL, 0, chain, &nc, &err) == AK_OK && nc == 16, "chain: %s", err.msg);
     int32_t t = nb;
     for (int i = 0; i < 16; i++) { CHECK(ak_decode(b, t, &single[i], NULL, &err) == AK_OK, "%s", err.msg); t = single[i]; }
     CHECK(memcmp(chain, single, sizeof chain) == 0, "%s %s: chain decode differs from single decode steps", name, type);

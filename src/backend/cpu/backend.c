@@ -171,6 +171,13 @@ static ak_status cpu_run(ak_backend *b, void *enc, ak_run *r, ak_err *err) {
     return AK_OK;
 }
 
+double ak_cpu_read_bandwidth(ak_pool *pool);
+
+static ak_status cpu_bandwidth(ak_backend *b, double *gbps, ak_err *err) {
+    *gbps = ak_cpu_read_bandwidth(((cpu_backend *)b)->pool);
+    return *gbps > 0 ? AK_OK : ak_fail(err, AK_ERR_NOMEM, "cpu: cannot allocate the bandwidth test buffer");
+}
+
 static void cpu_destroy(ak_backend *b) {
     cpu_backend *cb = (cpu_backend *)b;
     ak_pool_free(cb->pool);
@@ -199,6 +206,7 @@ ak_status ak_backend_cpu_create(int n_threads, ak_backend **out, ak_err *err) {
     b->encode = cpu_encode;
     b->encoded_free = cpu_encoded_free;
     b->run = cpu_run;
+    b->read_bandwidth = cpu_bandwidth;
     b->destroy = cpu_destroy;
     *out = b;
     return AK_OK;

@@ -1,0 +1,152 @@
+/* akunu bench: prompt processing (ppN) and generation (tgN) throughput the way
+ * llama-bench measures them, plus the weight bytes one decode step reads, the achieved
+ * GB/s and its share of the measured read bandwidth (the roofline). */
+#include "cli/cli.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *usage =
+    "usage: akunu bench -m FILE [-p 512] [-n 128] [-t THREADS] [-r REPS] [--backend cpu|cuda|auto] [--json]\n"
+    "       akunu bench -m FILE --bandwidth [-t THREADS] [--backend ...]   the backend's memory read bandwidth only\n";
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
+
+typedef struct { double mean, sd, median; } stats;
+
+static stats summarize(double *v, int n) {
+    stats s = {0, 0, 0};
+    for (int i = 0; i < n; i++) s.mean += v[i];
+    s.mean /= n;
+    for (int i = 0; i < n; i++) s.sd += (v[i] - s.mean) * (v[i] - s.mean);
+    s.sd = n > 1 ? sqrt(s.sd / (n - 1)) : 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    return s;
+}
+
+/* One timed run: prefill of n_pp tokens, or n_tg chain-decoded tokens from an empty cache. */
+static int timed(ak_session *s, int vocab, int n_pp, int n_tg, double *tps) {
+    ak_err err = {{0}};
+    ak_session_reset(s);
+    double t0, t1;
+    if (n_pp) {
+        int32_t *ids = malloc((size_t)n_pp * sizeof *ids), next;
+        for (int i = 0; i < n_pp; i++) ids[i] = (int32_t)((i * 7919 + 13) % vocab);
+        t0 = now();
+        ak_status st = ak_prefill(s, ids, n_pp, &next, NULL, &err);
+        t1 = now();
+        free(ids);
+        if (st) { fprintf(stderr, "akunu: %s\n", err.msg); return 1; }
+        *tps = n_pp / (t1 - t0);
+    } else {
+        int32_t *out = malloc((size_t)n_tg * sizeof *out);
+        int n_out = 0;
+        t0 = now();
+        ak_status st = ak_chain_decode(s, 1 % vocab, n_tg, NULL, 0, out, &n_out, &err);
+        t1 = now();
+        free(out);
+        if (st) { fprintf(stderr, "akunu: %s\n", err.msg); return 1; }
+        *tps = n_out / (t1 - t0);
+    }
+    return 0;
+}
+
+int ak_cmd_bench(int argc, char **argv) {
+    int n_pp = 512, n_tg = 128, reps = 5, rc;
+    bool json = false, bw_only = false;
+    /* bench-only flags first; the rest goes to the common parser */
+    char **rest = malloc(((size_t)argc + 3) * sizeof *rest);
+    int nrest = 0;
+    rest[nrest++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        int *dst = NULL;
+        if (!strcmp(argv[i], "-p")) dst = &n_pp;
+        else if (!strcmp(argv[i], "-r") || !strcmp(argv[i], "--reps")) dst = &reps;
+        else if (!strcmp(argv[i], "-n")) dst = &n_tg;
+        else if (!strcmp(argv[i], "--json")) { json = true; continue; }
+        else if (!strcmp(argv[i], "--bandwidth")) { bw_only = true; continue; }
+        if (dst) {
+            char *end;
+            long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : -1;
+            if (i + 1 >= argc || *end || v < 0 || v > 65536 || (dst == &reps && v < 1)) {
+                fprintf(stderr, "akunu: %s expects a count\n%s", argv[i], usage);
+                free(rest);
+                return 2;
+            }
+            *dst = (int)v;
+            i++;
+            continue;
+        }
+        rest[nrest++] = argv[i];
+    }
+    ak_cli_opts o;
+    rc = ak_cli_parse(nrest, rest, &o, usage);
+    free(rest);
+    if (rc) { free(o.ids); return rc; }
+    if (!bw_only && n_pp == 0 && n_tg == 0) { fprintf(stderr, "akunu: nothing to measure (-p 0 -n 0)\n"); return 2; }
+
+    ak_model *m = NULL;
+    ak_session *s = NULL;
+    ak_err err = {{0}};
+    double bw = 0;
+    o.ctx = (n_pp > n_tg ? n_pp : n_tg) + 1;
+    o.chunk = n_pp > 0 ? n_pp : 1;
+    if ((rc = ak_cli_open(&o, false, &m, &s))) return rc;
+    if (ak_session_bandwidth(s, &bw, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); rc = 1; goto done; }
+    int threads = ak_session_threads(s);
+    const char *name = strrchr(o.model, '/') ? strrchr(o.model, '/') + 1 : o.model;
+    double gib = (double)ak_model_file_bytes(m) / (1024.0 * 1024 * 1024);
+    double params = (double)ak_model_params(m) / 1e9;
+    double bpt = (double)ak_model_decode_bytes(m);
+    if (bw_only) {
+        printf(json ? "{\"backend\": \"%s\", \"read_gbps\": %.2f}\n" : "backend %s: read bandwidth %.2f GB/s\n", ak_session_backend(s), bw);
+        goto done;
+    }
+    if (json) printf("[\n");
+    else {
+        printf("| model | size | params | backend | threads | test | t/s | median t/s | GB/s | roofline |\n");
+        printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    }
+    int vocab = ak_model_vocab(m), first = 1;
+    for (int test = 0; test < 2; test++) {
+        int pp = test == 0 ? n_pp : 0, tg = test == 1 ? n_tg : 0;
+        if (!pp && !tg) continue;
+        double warm, *v = malloc((size_t)reps * sizeof *v);
+        if ((rc = timed(s, vocab, pp, tg, &warm))) { free(v); goto done; }
+        for (int r = 0; r < reps && !rc; r++) rc = timed(s, vocab, pp, tg, &v[r]);
+        if (rc) { free(v); goto done; }
+        stats st = summarize(v, reps);
+        free(v);
+        char tname[32];
+        snprintf(tname, sizeof tname, "%s%d", pp ? "pp" : "tg", pp ? pp : tg);
+        double gbps = tg ? bpt * st.median / 1e9 : 0;
+        if (json) {
+            printf("%s  {\"model\": \"%s\", \"size_gib\": %.4f, \"params_b\": %.4f, \"backend\": \"%s\", \"threads\": %d, "
+                   "\"test\": \"%s\", \"tps_mean\": %.3f, \"tps_sd\": %.3f, \"tps_median\": %.3f, \"reps\": %d",
+                   first ? "" : ",\n", name, gib, params, ak_session_backend(s), threads, tname, st.mean, st.sd, st.median, reps);
+            if (tg) printf(", \"bytes_per_token\": %.0f, \"gbps\": %.3f, \"read_gbps\": %.3f, \"roofline\": %.4f", bpt, gbps, bw, gbps / bw);
+            printf("}");
+        } else {
+            printf("| %s | %.2f GiB | %.2f B | %s | %d | %s | %.2f ± %.2f | %.2f |", name, gib, params, ak_session_backend(s),
+                   threads, tname, st.mean, st.sd, st.median);
+            if (tg) printf(" %.1f | %.0f%% |\n", gbps, 100 * gbps / bw);
+            else printf(" | |\n");
+        }
+        first = 0;
+    }
+    if (json) printf("\n]\n");
+    else printf("\nweights read per token: %.1f MB; measured read bandwidth: %.1f GB/s\n", bpt / 1e6, bw);
+done:
+    ak_session_free(s);
+    ak_model_free(m);
+    return rc;
+}
