@@ -1,0 +1,77 @@
+/* Tokenizers read from GGUF metadata: SentencePiece-style BPE over scores (`llama`),
+ * byte-level BPE with merges and a named pre-tokenizer (`gpt2`), WordPiece (`bert`);
+ * special tokens, BOS/EOS rules, end-of-generation ids and a streaming detokenizer. */
+#ifndef AK_TOKENIZER_H
+#define AK_TOKENIZER_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "akunu.h"
+#include "format/gguf.h"
+
+typedef struct ak_tokenizer ak_tokenizer;
+
+/* Copies everything it needs: the tokenizer outlives the gguf. */
+ak_status ak_tokenizer_load(const ak_gguf *g, ak_tokenizer **out, ak_err *err);
+void ak_tokenizer_free(ak_tokenizer *t);
+
+/* add_special: BOS/EOS as tokenizer.ggml.add_bos_token / add_eos_token say.
+ * parse_special: text spelling a control or unknown token becomes that token
+ * (user-defined tokens are always recognised). Writes up to cap ids; *n_out is the
+ * number the text needs; fails with AK_ERR_ARG when that exceeds cap. */
+ak_status ak_tokenize(const ak_tokenizer *t, const char *text, size_t len, bool add_special,
+                      bool parse_special, int32_t *ids, int cap, int *n_out, ak_err *err);
+
+/* The bytes token id stands for (control tokens give "" unless special). Returns the
+ * byte count; writes only when it fits in cap (call again with a bigger buffer); -1
+ * for an id out of range. */
+int ak_token_piece(const ak_tokenizer *t, int32_t id, bool special, char *buf, int cap);
+/* Concatenated pieces of a whole sequence, dropping the space that the SentencePiece
+ * add-space-prefix rule put before the first word. Returns the byte count (written
+ * only when <= cap), or -1 for an id out of range. */
+long ak_detokenize(const ak_tokenizer *t, const int32_t *ids, int n, bool special, char *buf, size_t cap);
+
+int32_t ak_tokenizer_n_vocab(const ak_tokenizer *t);
+int32_t ak_tokenizer_bos(const ak_tokenizer *t); /* -1 if none */
+int32_t ak_tokenizer_eos(const ak_tokenizer *t); /* -1 if none */
+int32_t ak_tokenizer_eot(const ak_tokenizer *t); /* -1 if none */
+bool ak_tokenizer_add_bos(const ak_tokenizer *t);
+/* End of generation: eos, eot, eom and control tokens such as <|im_end|>, <end_of_turn>. */
+bool ak_tokenizer_is_eog(const ak_tokenizer *t, int32_t id);
+/* Control (3), user-defined (4) and unknown (2) tokens: the ones special text can name. */
+bool ak_tokenizer_is_special(const ak_tokenizer *t, int32_t id);
+/* Exact vocabulary lookup of a token's stored text (e.g. "<|im_start|>"); -1 if absent. */
+int32_t ak_tokenizer_find(const ak_tokenizer *t, const char *text, size_t len);
+/* The token's text as stored in the file (not NUL-terminated); NULL for a bad id. */
+const char *ak_tokenizer_text(const ak_tokenizer *t, int32_t id, size_t *len);
+const char *ak_tokenizer_model_name(const ak_tokenizer *t); /* "llama", "gpt2", "bert" */
+const char *ak_tokenizer_pre_name(const ak_tokenizer *t);
+
+/* Byte-level BPE only: use another pre-tokenizer (tokenizer.ggml.pre names: gpt2,
+ * llama-bpe, qwen2, smollm, ...). For tests and tools. */
+ak_status ak_tokenizer_set_pre(ak_tokenizer *t, const char *pre, ak_err *err);
+/* The words that byte-level pre-tokenizer pre (a tokenizer.ggml.pre name) makes of
+ * text, without special-token handling: writes each word's end byte offset to ends;
+ * returns the word count (written up to cap), -1 on allocation failure, -2 for an
+ * unknown name. */
+int ak_pretokenize(const char *pre, const char *text, size_t len, size_t *ends, int cap);
+
+/* Streaming detokenizer: never emits part of a UTF-8 character. An incomplete
+ * sequence waits for the next token; bytes that cannot start or continue a valid
+ * sequence come out as U+FFFD (one per maximal invalid subpart, as Python's
+ * errors="replace"). It emits pieces as they are: meant for generated tokens, it does
+ * not drop the space a SentencePiece prompt starts with. */
+typedef struct {
+    unsigned char pend[4]; /* start of an incomplete sequence */
+    int npend;
+    bool special;          /* emit control tokens' text */
+} ak_detok;
+
+void ak_detok_init(ak_detok *d, bool special);
+/* Returns bytes written to out, or -(bytes needed) when cap is too small, in which
+ * case nothing is consumed; -(1 << 30) for an id out of range. */
+int ak_detok_push(ak_detok *d, const ak_tokenizer *t, int32_t id, char *out, int cap);
+/* Emits what is left (U+FFFD for an unfinished sequence); same return convention. */
+int ak_detok_flush(ak_detok *d, char *out, int cap);
+
+#endif
