@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Render the chat test conversations with the real chat templates (Jinja) into
+tests/data/chat_refs/, the expected output of src/model/chat.c.
+
+    python3 tools/gen_chat_refs.py            # rewrites tests/data/chat_refs/
+
+Needs jinja2 (pip install jinja2); CI does not run this, it reads the committed files.
+
+Jinja is set up the way Hugging Face transformers' apply_chat_template sets it up:
+an ImmutableSandboxedEnvironment with trim_blocks, lstrip_blocks and the loopcontrols
+extension; globals raise_exception and strftime_now; a tojson filter that keeps
+non-ASCII text; render variables messages, tools (None), add_generation_prompt and
+the special token texts bos_token / eos_token. strftime_now returns a fixed date
+(26 Jul 2024, the Llama 3.x templates' own default) so the files are reproducible.
+
+Output, per template T (tests/data/chat_templates/T.jinja), conversation C and
+generation prompt G (gen / nogen):
+  T.C.G.txt   the rendered text, byte for byte
+  T.C.G.err   the template raised (its message), the renderer must fail too
+plus conversations.txt (the conversations) and manifest.txt (template -> family,
+bos, eos), which tests/model/test_chat.c reads.
+"""
+
+import json
+import os
+import sys
+
+import jinja2
+from jinja2.ext import loopcontrols
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+TEMPLATES = os.path.join(ROOT, "tests", "data", "chat_templates")
+OUT = os.path.join(ROOT, "tests", "data", "chat_refs")
+
+# template file stem -> (family name as in ak_chat_family_name, bos text, eos text)
+FAMILIES = {
+    "smollm2-135m-instruct": ("chatml", "<|im_start|>", "<|im_end|>"),
+    "qwen2.5-0.5b": ("chatml", "", "<|endoftext|>"),
+    "qwen3-0.6b": ("qwen3", "", "<|im_end|>"),
+    "meta-llama-3-8b-instruct": ("llama3", "<|begin_of_text|>", "<|eot_id|>"),
+    "llama-3.2-3b-instruct": ("llama3", "<|begin_of_text|>", "<|eot_id|>"),
+    "gemma-2-2b-it": ("gemma", "<bos>", "<eos>"),
+    "gemma-3-it": ("gemma", "<bos>", "<eos>"),
+    "llama-2-chat": ("llama2", "<s>", "</s>"),
+    "mistral-7b-instruct-v0.2": ("mistral", "<s>", "</s>"),
+    "mistral-nemo-instruct-2407": ("mistral-nemo", "<s>", "</s>"),
+}
+
+S, U, A = "system", "user", "assistant"
+CONVERSATIONS = [
+    ("single", [(U, "Hello!")]),
+    ("system", [(S, "You are a terse assistant."), (U, "What is 2+2?")]),
+    ("multi", [(U, "Hi there"), (A, "Hello! How can I help?"), (U, "  Tell me more.  \n")]),
+    ("multi_system", [(S, " Be brief. "), (U, "Name a colour."), (A, "Blue.\n"), (U, "Another?"),
+                      (A, "Green.")]),
+    ("unicode", [(S, "Réponds en français 🇫🇷"), (U, "こんにちは、世界！\u3000"), (A, "\u00a0Привет 👋"),
+                 (U, "¿Qué tal? ñ\t")]),
+    ("not_alternating", [(U, "first"), (U, "second")]),
+    ("blank", [(S, "Sys"), (U, " \n "), (A, ""), (U, "x")]),
+    ("think_history", [(U, "Hi"), (A, "<think>\nThe user greets me.\n</think>\n\nHello! How can I help?"),
+                       (U, "What's 1+1?")]),
+    ("think_last", [(U, "What's 1+1?"), (A, "<think>\nadd them\n</think>\n\n2")]),
+]
+
+
+def raise_exception(message):
+    raise jinja2.exceptions.TemplateError(message)
+
+
+def make_env():
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    env.filters["tojson"] = lambda x, indent=None: json.dumps(x, ensure_ascii=False, indent=indent)
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: "26 Jul 2024"
+    return env
+
+
+def escape(s):
+    return s.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+
+
+def write(path, text):
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    for name in os.listdir(OUT):
+        if name.endswith((".txt", ".err")):
+            os.remove(os.path.join(OUT, name))
+    env = make_env()
+    conv_lines = []
+    for cname, msgs in CONVERSATIONS:
+        conv_lines.append("conv " + cname)
+        conv_lines += ["%s %s" % (role, escape(content)) for role, content in msgs]
+    write(os.path.join(OUT, "conversations.txt"), "\n".join(conv_lines) + "\n")
+
+    manifest = ["# template-stem family bos eos (tools/gen_chat_refs.py)"]
+    count = 0
+    for stem, (family, bos, eos) in FAMILIES.items():
+        with open(os.path.join(TEMPLATES, stem + ".jinja"), encoding="utf-8") as f:
+            tmpl = env.from_string(f.read())
+        manifest.append("%s %s %s %s" % (stem, family, bos, eos))
+        for cname, msgs in CONVERSATIONS:
+            messages = [{"role": r, "content": c} for r, c in msgs]
+            for gen in (True, False):
+                base = os.path.join(OUT, "%s.%s.%s" % (stem, cname, "gen" if gen else "nogen"))
+                try:
+                    text = tmpl.render(messages=messages, tools=None, add_generation_prompt=gen,
+                                       bos_token=bos, eos_token=eos)
+                    write(base + ".txt", text)
+                except jinja2.exceptions.TemplateError as e:
+                    write(base + ".err", str(e) + "\n")
+                count += 1
+    write(os.path.join(OUT, "manifest.txt"), "\n".join(manifest) + "\n")
+    print("%d references in %s" % (count, OUT))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
