@@ -79,6 +79,16 @@ ak_status ak_decode(ak_session *s, int32_t token, int32_t *next, float *logits, 
 ak_status ak_chain_decode(ak_session *s, int32_t token, int n, const int32_t *stop, int n_stop,
                           int32_t *out, int *n_out, ak_err *err);
 
+/* Encoder models (BERT family). ak_embed runs one sequence from position 0: hidden
+ * receives n*dim floats (may be NULL), pooled dim floats by the model's pooling (mean,
+ * CLS or last; may be NULL), L2-normalised if normalize. ak_embed_batch takes several
+ * sequences of different lengths; pooled receives n_seq*dim floats. */
+ak_status ak_embed(ak_session *s, const int32_t *ids, int n, float *hidden, float *pooled, bool normalize, ak_err *err);
+ak_status ak_embed_batch(ak_session *s, const int32_t *const *ids, const int *lens, int n_seq, float *pooled,
+                         bool normalize, ak_err *err);
+bool ak_model_is_encoder(const ak_model *m);
+int ak_model_dim(const ak_model *m);
+
 /* Read bandwidth of the session's memory (host RAM or GPU memory), GB/s, measured now. */
 ak_status ak_session_bandwidth(ak_session *s, double *gbps, ak_err *err);
 

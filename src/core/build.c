@@ -17,6 +17,7 @@ typedef struct {
     ak_table *t;
     bool oom;
     int dim, nq, nkv, ff, qkv_ld;
+    ak_buf_id in;           /* what the projections read: XN (pre-norm decoders) or X (post-norm encoders) */
 } builder;
 
 static ak_cmd *emit(builder *b, ak_kernel k, const void *p, size_t ps, uint32_t work, const char *fmt, int layer) {
@@ -79,15 +80,21 @@ static ak_cmd *matmul(builder *b, const ak_tensor *const *w, int nw, ak_buf_id x
     return c;
 }
 
-static void add_norm(builder *b, ak_buf_id a, const ak_tensor *post, const ak_tensor *w, const char *label, int layer) {
-    ak_p_norm p = {.n = rows(b), .dim = b->dim, .eps = b->m->cfg.norm_eps, .flags = post ? AK_NORM_F_POST : 0};
+/* x += [post-norm](a); out = norm(x) (+ bias). Decoders normalise into XN for the next
+ * block (pre-norm); encoders normalise the residual itself (post-norm, out = X). */
+static void add_norm(builder *b, ak_buf_id a, const ak_tensor *post, const ak_tensor *w, const ak_tensor *bias,
+                     const char *label, int layer) {
+    bool ln = b->m->arch->norm == AK_NORM_LAYER;
+    ak_p_norm p = {.n = rows(b), .dim = b->dim, .eps = b->m->cfg.norm_eps,
+                   .flags = (post ? AK_NORM_F_POST : 0) | (ln ? AK_NORM_F_LAYER : 0)};
     ak_cmd *c = emit(b, AK_K_ADD_NORM, &p, sizeof p, (uint32_t)rows(b), label, layer);
     if (!c) return;
     ak_cmd_bind(c, 0, AK_BUF_X, 0);
     ak_cmd_bind(c, 1, a, 0);
     ak_cmd_bind(c, 2, AK_BUF_WEIGHTS, post ? post->off : 0);
     ak_cmd_bind(c, 3, AK_BUF_WEIGHTS, w->off);
-    ak_cmd_bind(c, 4, AK_BUF_XN, 0);
+    ak_cmd_bind(c, 4, b->m->arch->encoder ? AK_BUF_X : AK_BUF_XN, 0);
+    ak_cmd_bind(c, 5, AK_BUF_WEIGHTS, bias ? bias->off : 0);
     patch_n(b, c, offsetof(ak_p_norm, n));
 }
 
@@ -97,12 +104,14 @@ static void attention_block(builder *b, int l) {
     const ak_layer *L = &m->layers[l];
     size_t lb = kv_layer_bytes(m, b->o);
     const ak_tensor *qkv[3] = {L->wq, L->wk, L->wv};
-    if (b->o->unfused) {
+    if (L->wqkv) {
+        matmul(b, &L->wqkv, 1, b->in, b->dim, AK_BUF_QKV, b->qkv_ld, 0, NULL, "qkv", l);
+    } else if (b->o->unfused) {
         size_t col[3] = {0, (size_t)b->nq, (size_t)(b->nq + b->nkv)};
         const char *names[3] = {"q", "k", "v"};
-        for (int i = 0; i < 3; i++) matmul(b, &qkv[i], 1, AK_BUF_XN, b->dim, AK_BUF_QKV, b->qkv_ld, col[i], NULL, names[i], l);
+        for (int i = 0; i < 3; i++) matmul(b, &qkv[i], 1, b->in, b->dim, AK_BUF_QKV, b->qkv_ld, col[i], NULL, names[i], l);
     } else {
-        matmul(b, qkv, 3, AK_BUF_XN, b->dim, AK_BUF_QKV, b->qkv_ld, 0, NULL, "qkv", l);
+        matmul(b, qkv, 3, b->in, b->dim, AK_BUF_QKV, b->qkv_ld, 0, NULL, "qkv", l);
     }
 
     ak_p_rope_kv r = {.n = rows(b), .n_heads = cfg->n_heads, .n_kv_heads = cfg->n_kv_heads, .head_dim = cfg->head_dim,
@@ -139,32 +148,41 @@ static void attention_block(builder *b, int l) {
         patch_n(b, c, offsetof(ak_p_attn, n));
     }
     matmul(b, &L->wo, 1, AK_BUF_ATT, b->nq, AK_BUF_T, b->dim, 0, L->bo, "attn_output", l);
-    add_norm(b, AK_BUF_T, L->post_attn_norm, L->ffn_norm, "attn_residual_norm", l);
+    if (m->arch->encoder) add_norm(b, AK_BUF_T, NULL, L->attn_out_norm, L->attn_out_norm_b, "attn_residual_norm", l);
+    else add_norm(b, AK_BUF_T, L->post_attn_norm, L->ffn_norm, NULL, "attn_residual_norm", l);
 }
 
 static void ffn_block(builder *b, int l) {
     const ak_model *m = b->m;
     const ak_layer *L = &m->layers[l];
+    bool gated = m->arch->gated_ffn;
+    int ld_gu = gated ? 2 * b->ff : b->ff;
     const ak_tensor *gu[2] = {L->w_gate, L->w_up};
-    if (b->o->unfused) {
-        matmul(b, &gu[0], 1, AK_BUF_XN, b->dim, AK_BUF_GU, 2 * b->ff, 0, NULL, "gate", l);
-        matmul(b, &gu[1], 1, AK_BUF_XN, b->dim, AK_BUF_GU, 2 * b->ff, (size_t)b->ff, NULL, "up", l);
+    if (!gated) {
+        matmul(b, &L->w_up, 1, b->in, b->dim, AK_BUF_GU, ld_gu, 0, L->b_up, "up", l);
+    } else if (b->o->unfused) {
+        matmul(b, &gu[0], 1, b->in, b->dim, AK_BUF_GU, ld_gu, 0, NULL, "gate", l);
+        matmul(b, &gu[1], 1, b->in, b->dim, AK_BUF_GU, ld_gu, (size_t)b->ff, NULL, "up", l);
     } else {
-        matmul(b, gu, 2, AK_BUF_XN, b->dim, AK_BUF_GU, 2 * b->ff, 0, NULL, "gate_up", l);
+        matmul(b, gu, 2, b->in, b->dim, AK_BUF_GU, ld_gu, 0, NULL, "gate_up", l);
     }
-    if (b->o->prefill || b->o->unfused) {
-        ak_p_act p = {.n = rows(b), .K = b->ff, .act = (int32_t)m->arch->act, .ld_gu = 2 * b->ff};
+    if (b->o->prefill || b->o->unfused || !gated) {
+        ak_p_act p = {.n = rows(b), .K = b->ff, .act = (int32_t)m->arch->act, .ld_gu = ld_gu, .gated = gated};
         ak_cmd *c = emit(b, AK_K_ACT_GATE, &p, sizeof p, (uint32_t)rows(b), "act", l);
         if (c) { ak_cmd_bind(c, 0, AK_BUF_GU, 0); ak_cmd_bind(c, 1, AK_BUF_ACT, 0); patch_n(b, c, offsetof(ak_p_act, n)); }
-        matmul(b, &L->w_down, 1, AK_BUF_ACT, b->ff, AK_BUF_T, b->dim, 0, NULL, "down", l);
+        matmul(b, &L->w_down, 1, AK_BUF_ACT, b->ff, AK_BUF_T, b->dim, 0, L->b_down, "down", l);
     } else {
         ak_p_act_down p = {.n = 1, .K = b->ff, .N = b->dim, .dtype = (int32_t)L->w_down->dtype,
-                           .act = (int32_t)m->arch->act, .ld_gu = 2 * b->ff};
+                           .act = (int32_t)m->arch->act, .ld_gu = ld_gu};
         ak_cmd *c = emit(b, AK_K_GEMV_ACT_DOWN, &p, sizeof p, (uint32_t)b->dim, "act_down", l);
         if (c) { ak_cmd_bind(c, 0, AK_BUF_WEIGHTS, L->w_down->off); ak_cmd_bind(c, 1, AK_BUF_GU, 0); ak_cmd_bind(c, 2, AK_BUF_T, 0); }
     }
+    if (m->arch->encoder) {
+        add_norm(b, AK_BUF_T, NULL, L->out_norm, L->out_norm_b, "ffn_residual_norm", l);
+        return;
+    }
     const ak_tensor *next = l + 1 < m->cfg.n_layers ? m->layers[l + 1].attn_norm : m->output_norm;
-    add_norm(b, AK_BUF_T, L->post_ffn_norm, next, "ffn_residual_norm", l);
+    add_norm(b, AK_BUF_T, L->post_ffn_norm, next, NULL, "ffn_residual_norm", l);
 }
 
 ak_status ak_table_build(const ak_model *m, const ak_build_opts *o, ak_table *t, ak_err *err) {
@@ -173,47 +191,58 @@ ak_status ak_table_build(const ak_model *m, const ak_build_opts *o, ak_table *t,
     builder b = {.m = m, .o = o, .t = t, .dim = cfg->dim, .nq = cfg->n_heads * cfg->head_dim,
                  .nkv = cfg->n_kv_heads * cfg->head_dim, .ff = cfg->ffn_dim};
     b.qkv_ld = b.nq + 2 * b.nkv;
+    b.in = m->arch->encoder ? AK_BUF_X : AK_BUF_XN;
     t->max_rows = rows(&b);
 
     ak_p_embed pe = {.n = rows(&b), .dim = b.dim, .dtype = (int32_t)m->tok_embd->dtype,
-                     .scale = m->arch->embed_scale ? sqrtf((float)b.dim) : 1.f};
+                     .scale = m->arch->embed_scale ? sqrtf((float)b.dim) : 1.f,
+                     .flags = (m->pos_embd ? AK_EMBED_F_POS : 0) | (m->type_embd ? AK_EMBED_F_TYPE : 0),
+                     .pos_dtype = m->pos_embd ? (int32_t)m->pos_embd->dtype : 0,
+                     .type_dtype = m->type_embd ? (int32_t)m->type_embd->dtype : 0};
     ak_cmd *c = emit(&b, AK_K_EMBED, &pe, sizeof pe, (uint32_t)rows(&b), "embed", -1);
     if (c) {
         ak_cmd_bind(c, 0, AK_BUF_WEIGHTS, m->tok_embd->off);
         ak_cmd_bind(c, 1, AK_BUF_TOKENS, 0);
         ak_cmd_bind(c, 2, AK_BUF_X, 0);
-        c->patch |= AK_PATCH_TOK_IN;
+        ak_cmd_bind(c, 3, AK_BUF_WEIGHTS, m->pos_embd ? m->pos_embd->off : 0);
+        ak_cmd_bind(c, 4, AK_BUF_WEIGHTS, m->type_embd ? m->type_embd->off : 0);
+        c->patch |= AK_PATCH_TOK_IN | AK_PATCH_POS;
+        c->off_pos = offsetof(ak_p_embed, pos);
         c->bind_tok = 1;
         patch_n(&b, c, offsetof(ak_p_embed, n));
     }
-    ak_p_norm pn = {.n = rows(&b), .dim = b.dim, .eps = cfg->norm_eps};
-    c = emit(&b, AK_K_NORM, &pn, sizeof pn, (uint32_t)rows(&b), "attn_norm", 0);
+    bool enc = m->arch->encoder;
+    ak_p_norm pn = {.n = rows(&b), .dim = b.dim, .eps = cfg->norm_eps, .flags = enc ? AK_NORM_F_LAYER : 0};
+    c = emit(&b, AK_K_NORM, &pn, sizeof pn, (uint32_t)rows(&b), enc ? "embed_norm" : "attn_norm", enc ? -1 : 0);
     if (c) {
         ak_cmd_bind(c, 0, AK_BUF_X, 0);
-        ak_cmd_bind(c, 1, AK_BUF_WEIGHTS, m->layers[0].attn_norm->off);
-        ak_cmd_bind(c, 2, AK_BUF_XN, 0);
+        ak_cmd_bind(c, 1, AK_BUF_WEIGHTS, enc ? m->embd_norm->off : m->layers[0].attn_norm->off);
+        ak_cmd_bind(c, 2, enc ? AK_BUF_X : AK_BUF_XN, 0);
+        ak_cmd_bind(c, 3, AK_BUF_WEIGHTS, enc ? m->embd_norm_b->off : 0);
         patch_n(&b, c, offsetof(ak_p_norm, n));
     }
     for (int l = 0; l < cfg->n_layers; l++) {
         attention_block(&b, l);
         ffn_block(&b, l);
     }
-    bool all = o->prefill && o->logits_all;
-    c = matmul(&b, &m->output, 1, AK_BUF_XN, b.dim, AK_BUF_LOGITS, cfg->vocab, 0, NULL, "logits", -1);
-    if (c && o->prefill && !all) ((ak_p_mm *)c->params)->last_only = 1;
-    if (cfg->final_softcap > 0) {
-        ak_p_softcap ps = {.n = all ? rows(&b) : 1, .cols = cfg->vocab, .cap = cfg->final_softcap};
-        c = emit(&b, AK_K_SOFTCAP, &ps, sizeof ps, (uint32_t)ps.n, "softcap", -1);
-        if (c) { ak_cmd_bind(c, 0, AK_BUF_LOGITS, 0); if (all) patch_n(&b, c, offsetof(ak_p_softcap, n)); }
-    }
-    ak_p_argmax pa = {.n = all ? rows(&b) : 1, .vocab = cfg->vocab};
-    c = emit(&b, AK_K_ARGMAX, &pa, sizeof pa, 1, "argmax", -1);
-    if (c) {
-        ak_cmd_bind(c, 0, AK_BUF_LOGITS, 0);
-        ak_cmd_bind(c, 1, AK_BUF_TOKENS, 0);
-        c->patch |= AK_PATCH_TOK_OUT;
-        c->bind_tok = 1;
-        if (all) patch_n(&b, c, offsetof(ak_p_argmax, n));
+    if (!enc) {   /* decoders: logits, softcap, argmax into tokens[pos+n]; encoders end with hidden states in X */
+        bool all = o->prefill && o->logits_all;
+        c = matmul(&b, &m->output, 1, AK_BUF_XN, b.dim, AK_BUF_LOGITS, cfg->vocab, 0, NULL, "logits", -1);
+        if (c && o->prefill && !all) ((ak_p_mm *)c->params)->last_only = 1;
+        if (cfg->final_softcap > 0) {
+            ak_p_softcap ps = {.n = all ? rows(&b) : 1, .cols = cfg->vocab, .cap = cfg->final_softcap};
+            c = emit(&b, AK_K_SOFTCAP, &ps, sizeof ps, (uint32_t)ps.n, "softcap", -1);
+            if (c) { ak_cmd_bind(c, 0, AK_BUF_LOGITS, 0); if (all) patch_n(&b, c, offsetof(ak_p_softcap, n)); }
+        }
+        ak_p_argmax pa = {.n = all ? rows(&b) : 1, .vocab = cfg->vocab};
+        c = emit(&b, AK_K_ARGMAX, &pa, sizeof pa, 1, "argmax", -1);
+        if (c) {
+            ak_cmd_bind(c, 0, AK_BUF_LOGITS, 0);
+            ak_cmd_bind(c, 1, AK_BUF_TOKENS, 0);
+            c->patch |= AK_PATCH_TOK_OUT;
+            c->bind_tok = 1;
+            if (all) patch_n(&b, c, offsetof(ak_p_argmax, n));
+        }
     }
     if (b.oom) { ak_table_free(t); return ak_fail(err, AK_ERR_NOMEM, "table: out of memory"); }
     return AK_OK;

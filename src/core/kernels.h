@@ -5,9 +5,9 @@
 #include <stdint.h>
 
 typedef enum {
-    AK_K_EMBED = 0,   /* b: table, tokens, out */
-    AK_K_NORM,        /* b: x, w, out                  out = norm(x) * w */
-    AK_K_ADD_NORM,    /* b: x, a, post_w, w, out       x += [norm(a)*post_w | a]; out = norm(x) * w */
+    AK_K_EMBED = 0,   /* b: table, tokens, out, [pos table, type table] */
+    AK_K_NORM,        /* b: x, w, out, [bias]          out = norm(x) * w (+ bias) */
+    AK_K_ADD_NORM,    /* b: x, a, post_w, w, out, [bias]  x += [norm(a)*post_w | a]; out = norm(x) * w (+ bias) */
     AK_K_GEMV,        /* b: W0, W1, W2, x, y, bias     y[:, seg] = W_seg x (+ bias), one row */
     AK_K_GEMM,        /* same bindings, n rows */
     AK_K_GEMV_ACT_DOWN, /* b: W, gu, y                y = W (act(g) * u) */
@@ -25,10 +25,15 @@ extern const char *const ak_kernel_names[AK_K_COUNT];
 typedef enum { AK_ACT_SILU = 0, AK_ACT_GELU_TANH, AK_ACT_GELU_ERF } ak_act;
 
 /* Fields named n, pos and kv_len are the ones replay patches (see ak_cmd). */
-typedef struct { int32_t n, dim, dtype; float scale; } ak_p_embed;
+typedef struct { int32_t n, pos, dim, dtype, pos_dtype, type_dtype; float scale; int32_t flags; } ak_p_embed;
+enum { AK_EMBED_F_POS = 1, AK_EMBED_F_TYPE = 2 }; /* add position_embd[pos+i] / token_types[0] (b: 3, 4) */
 
 typedef struct { int32_t n, dim; float eps; int32_t flags; } ak_p_norm;
-enum { AK_NORM_F_POST = 1 /* ADD_NORM: normalise a with post_w before adding */ };
+enum {
+    AK_NORM_F_POST = 1,  /* ADD_NORM: normalise a with post_w before adding */
+    AK_NORM_F_LAYER = 2, /* LayerNorm (mean removed) with a bias, instead of RMSNorm */
+};
+/* NORM bindings: x, w, out, bias. ADD_NORM: x, a, post_w, w, out, bias. */
 
 typedef struct {
     int32_t n, K;
@@ -41,7 +46,7 @@ typedef struct {
 
 typedef struct { int32_t n, K, N, dtype, act, ld_gu; } ak_p_act_down; /* g at gu[0..K), u at gu[K..2K) */
 
-typedef struct { int32_t n, K, act, ld_gu; } ak_p_act;
+typedef struct { int32_t n, K, act, ld_gu, gated; } ak_p_act; /* gated: act(g) * u, else act(g) */
 
 typedef struct {
     int32_t n, pos;

@@ -6,6 +6,7 @@
 #include "core/err.h"
 #include "core/session.h"
 #include "model/model.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,7 +44,7 @@ ak_status ak_session_create_ex(ak_model *m, const ak_session_params *pp, bool un
     if (p.n_ctx == 0) p.n_ctx = m->cfg.n_ctx_train < 4096 ? m->cfg.n_ctx_train : 4096;
     if (p.n_ctx > (1 << 20)) return ak_fail(err, AK_ERR_ARG, "session: context %d is too large", p.n_ctx);
     if (p.chunk == 0) p.chunk = 512;
-    if (p.chunk > p.n_ctx) p.chunk = p.n_ctx;
+    if (p.chunk > p.n_ctx || m->arch->encoder) p.chunk = p.n_ctx; /* non-causal: the whole input in one chunk */
     ak_session *s = calloc(1, sizeof *s);
     if (!s) return ak_fail(err, AK_ERR_NOMEM, "out of memory");
     s->m = m;
@@ -62,10 +63,12 @@ ak_status ak_session_create_ex(ak_model *m, const ak_session_params *pp, bool un
     ak_build_buf_sizes(m, &op, sz);
     if (!p.logits_all) sz[AK_BUF_LOGITS] = (size_t)m->cfg.vocab * sizeof(float);
     if ((st = alloc_bufs(s, sz, err))) goto fail;
-    if ((st = ak_table_build(m, &od, &s->decode, err))) goto fail;
     if ((st = ak_table_build(m, &op, &s->prefill, err))) goto fail;
-    if ((st = s->be->encode(s->be, &s->decode, s->bufs, &s->enc_decode, err))) goto fail;
     if ((st = s->be->encode(s->be, &s->prefill, s->bufs, &s->enc_prefill, err))) goto fail;
+    if (!m->arch->encoder) {
+        if ((st = ak_table_build(m, &od, &s->decode, err))) goto fail;
+        if ((st = s->be->encode(s->be, &s->decode, s->bufs, &s->enc_decode, err))) goto fail;
+    }
     *out = s;
     return AK_OK;
 fail:
@@ -86,7 +89,7 @@ void ak_session_free(ak_session *s) {
     free(s);
 }
 
-int ak_session_table_size(const ak_session *s) { return s->decode.n; }
+int ak_session_table_size(const ak_session *s) { return s->m->arch->encoder ? s->prefill.n : s->decode.n; }
 const char *ak_session_backend(const ak_session *s) { return s->be->name; }
 int ak_session_threads(const ak_session *s) { return s->be->n_threads; }
 bool ak_cuda_available(void) { return ak_backend_cuda_present(); }
@@ -101,6 +104,11 @@ static ak_status check_ids(const ak_session *s, const int32_t *ids, int n, ak_er
     return AK_OK;
 }
 
+static ak_status decoder_only(const ak_session *s, ak_err *err) {
+    if (s->m->arch->encoder) return ak_fail(err, AK_ERR_ARG, "%s is an encoder model: it embeds text, it does not generate", s->m->arch_name);
+    return AK_OK;
+}
+
 static ak_status room(const ak_session *s, int n, ak_err *err) {
     if (n > s->p.n_ctx - s->pos)
         return ak_fail(err, AK_ERR_ARG, "context full: %d tokens at position %d exceed the context of %d", n, s->pos, s->p.n_ctx);
@@ -109,6 +117,7 @@ static ak_status room(const ak_session *s, int n, ak_err *err) {
 
 ak_status ak_prefill(ak_session *s, const int32_t *ids, int n, int32_t *next, float *logits, ak_err *err) {
     ak_status st;
+    if ((st = decoder_only(s, err))) return st;
     if (n <= 0) return ak_fail(err, AK_ERR_ARG, "prefill: empty prompt");
     if ((st = check_ids(s, ids, n, err)) || (st = room(s, n, err))) return st;
     ak_backend *be = s->be;
@@ -132,6 +141,7 @@ ak_status ak_prefill(ak_session *s, const int32_t *ids, int n, int32_t *next, fl
 
 ak_status ak_decode(ak_session *s, int32_t token, int32_t *next, float *logits, ak_err *err) {
     ak_status st;
+    if ((st = decoder_only(s, err))) return st;
     if ((st = check_ids(s, &token, 1, err)) || (st = room(s, 1, err))) return st;
     ak_backend *be = s->be;
     if ((st = be->buf_write(be, s->bufs[AK_BUF_TOKENS], 4 * (size_t)s->pos, &token, 4, err))) return st;
@@ -146,6 +156,7 @@ ak_status ak_chain_decode(ak_session *s, int32_t token, int n, const int32_t *st
                           int32_t *out, int *n_out, ak_err *err) {
     ak_status st;
     *n_out = 0;
+    if ((st = decoder_only(s, err))) return st;
     if (n <= 0) return AK_OK;
     if ((st = check_ids(s, &token, 1, err)) || (st = room(s, n, err))) return st;
     ak_backend *be = s->be;
@@ -160,4 +171,46 @@ ak_status ak_chain_decode(ak_session *s, int32_t token, int n, const int32_t *st
 
 ak_status ak_session_bandwidth(ak_session *s, double *gbps, ak_err *err) {
     return s->be->read_bandwidth(s->be, gbps, err);
+}
+
+ak_status ak_embed(ak_session *s, const int32_t *ids, int n, float *hidden, float *pooled, bool normalize, ak_err *err) {
+    ak_status st;
+    const ak_config *c = &s->m->cfg;
+    if (!s->m->arch->encoder) return ak_fail(err, AK_ERR_ARG, "%s is not an encoder model: use it to generate", s->m->arch_name);
+    if (n <= 0) return ak_fail(err, AK_ERR_ARG, "embed: empty input");
+    s->pos = 0;
+    if ((st = check_ids(s, ids, n, err)) || (st = room(s, n, err))) return st;
+    ak_backend *be = s->be;
+    if ((st = be->buf_write(be, s->bufs[AK_BUF_TOKENS], 0, ids, 4 * (size_t)n, err))) return st;
+    ak_run r = {.pos = 0, .n = n, .steps = 1};
+    if ((st = be->run(be, s->enc_prefill, &r, err))) return st;
+    size_t dim = (size_t)c->dim;
+    if (hidden && (st = be->buf_read(be, s->bufs[AK_BUF_X], 0, hidden, (size_t)n * dim * 4, err))) return st;
+    if (!pooled) return AK_OK;
+    /* pooling reads back only the rows it needs */
+    int lo = c->pooling == AK_POOL_LAST ? n - 1 : 0, hi = c->pooling == AK_POOL_MEAN || c->pooling == AK_POOL_NONE ? n : lo + 1;
+    memset(pooled, 0, dim * sizeof(float));
+    for (int i = lo; i < hi; i++) {
+        float row[4096];
+        for (size_t off = 0; off < dim; off += 4096) {
+            size_t k = dim - off < 4096 ? dim - off : 4096;
+            if ((st = be->buf_read(be, s->bufs[AK_BUF_X], ((size_t)i * dim + off) * 4, row, k * 4, err))) return st;
+            for (size_t j = 0; j < k; j++) pooled[off + j] += row[j];
+        }
+    }
+    double norm = 0;
+    for (size_t j = 0; j < dim; j++) { pooled[j] /= (float)(hi - lo); norm += (double)pooled[j] * pooled[j]; }
+    if (normalize && norm > 0)
+        for (size_t j = 0; j < dim; j++) pooled[j] = (float)(pooled[j] / sqrt(norm));
+    return AK_OK;
+}
+
+ak_status ak_embed_batch(ak_session *s, const int32_t *const *ids, const int *lens, int n_seq, float *pooled,
+                         bool normalize, ak_err *err) {
+    /* One sequence at a time: no padding exists, so none can change a result. */
+    for (int i = 0; i < n_seq; i++) {
+        ak_status st = ak_embed(s, ids[i], lens[i], NULL, pooled + (size_t)i * s->m->cfg.dim, normalize, err);
+        if (st) return st;
+    }
+    return AK_OK;
 }

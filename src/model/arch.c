@@ -22,8 +22,19 @@ static const ak_arch archs[] = {
      .swa_pattern = 6, .swa_rope_base = true, .rope_base_default = 1000000.f, .wide_qscale_layers = 62},
 };
 
+/* BERT: learned positions and token types, LayerNorm after each residual add, erf-GELU.
+ * nomic-bert: rotary (NeoX), SwiGLU, one fused QKV matrix, no learned positions. */
+static const ak_arch encoders[] = {
+    {.name = "bert", .norm = AK_NORM_LAYER, .act = AK_ACT_GELU_ERF, .rope = AK_ROPE_NONE, .encoder = true,
+     .learned_pos = true},
+    {.name = "nomic-bert", .norm = AK_NORM_LAYER, .act = AK_ACT_SILU, .gated_ffn = true, .rope = AK_ROPE_NEOX,
+     .encoder = true, .fused_qkv = true, .rope_base_default = 1000.f},
+};
+
 const ak_arch *ak_arch_find(const char *name) {
     for (size_t i = 0; i < sizeof archs / sizeof *archs; i++)
         if (strcmp(archs[i].name, name) == 0) return &archs[i];
+    for (size_t i = 0; i < sizeof encoders / sizeof *encoders; i++)
+        if (strcmp(encoders[i].name, name) == 0) return &encoders[i];
     return NULL;
 }

@@ -25,7 +25,13 @@ typedef struct {
     float rope_base_default;
     int wide_qscale_layers;  /* the variant with this many layers scales q by 1/sqrt(dim/heads)
                                 (Gemma 2/3 27B: query_pre_attn_scalar), others by 1/sqrt(head_dim) */
+    /* encoders (BERT family): post-norm residuals, hidden states out instead of a token */
+    bool encoder;
+    bool learned_pos;        /* position_embd added to the embeddings */
+    bool fused_qkv;          /* one attn_qkv matrix */
 } ak_arch;
+
+typedef enum { AK_POOL_NONE = 0, AK_POOL_MEAN = 1, AK_POOL_CLS = 2, AK_POOL_LAST = 3 } ak_pooling;
 
 /* Returns NULL for an architecture we do not know. */
 const ak_arch *ak_arch_find(const char *name);
@@ -39,6 +45,7 @@ typedef struct {
     float attn_scale;        /* multiplies q.k */
     int sliding_window;      /* 0: none */
     bool has_rope_freqs;     /* llama 3.1 per-dimension divisors */
+    ak_pooling pooling;      /* encoders */
 } ak_config;
 
 #endif

@@ -103,7 +103,8 @@ static ak_status read_config(ak_model *m, ak_err *err) {
     if (get_f(g, a, "rope.freq_base", &d)) c->rope_base = (float)d;
     c->rope_base_swa = m->arch->swa_rope_base ? 10000.f : c->rope_base;
     if (get_f(g, a, "rope.freq_base_swa", &d)) c->rope_base_swa = (float)d;
-    if (!(c->rope_base > 1 && c->rope_base_swa > 1)) return ak_fail(err, AK_ERR_FORMAT, "model: rope base out of range");
+    if (m->arch->rope != AK_ROPE_NONE && !(c->rope_base > 1 && c->rope_base_swa > 1))
+        return ak_fail(err, AK_ERR_FORMAT, "model: rope base out of range");
     c->rope_freq_scale = 1.f;
     ak_str stype;
     char k[128];
@@ -116,6 +117,10 @@ static ak_status read_config(ak_model *m, ak_err *err) {
     if (get_f(g, a, "attn_logit_softcapping", &d)) c->attn_softcap = (float)d;
     if (get_f(g, a, "final_logit_softcapping", &d)) c->final_softcap = (float)d;
     if (c->attn_softcap < 0 || c->final_softcap < 0) return ak_fail(err, AK_ERR_FORMAT, "model: negative softcap");
+    int64_t pool = AK_POOL_MEAN;
+    if (m->arch->encoder && get_int(g, a, "pooling_type", &pool) && (pool < AK_POOL_NONE || pool > AK_POOL_LAST))
+        return ak_fail(err, AK_ERR_UNSUPPORTED, "model: pooling type %lld not supported (none, mean, cls, last are)", (long long)pool);
+    c->pooling = (ak_pooling)pool;
     int qdim = (m->arch->wide_qscale_layers == c->n_layers) ? c->dim / c->n_heads : c->head_dim;
     c->attn_scale = 1.f / sqrtf((float)qdim);
     return AK_OK;
@@ -178,6 +183,9 @@ static ak_status build_aux(ak_model *m, ak_err *err) {
     return AK_OK;
 }
 
+static ak_status check_vectors(ak_model *m, ak_err *err);
+static ak_status load_encoder(ak_model *m, loader *L);
+
 static ak_status load_weights(ak_model *m, ak_err *err) {
     const ak_config *c = &m->cfg;
     const ak_arch *A = m->arch;
@@ -189,11 +197,12 @@ static ak_status load_weights(ak_model *m, ak_err *err) {
     m->cfg.vocab = (int)te->ne[1];
     int V = m->cfg.vocab;
     m->tok_embd = tensor(&L, true, dim, V, "token_embd.weight");
+    m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
+    if (!m->layers) return ak_fail(err, AK_ERR_NOMEM, "model: out of memory");
+    if (A->encoder) return load_encoder(m, &L);
     m->output_norm = tensor(&L, true, dim, 0, "output_norm.weight");
     m->output = tensor(&L, !A->tied_output_ok, dim, V, "output.weight");
     if (!m->output) m->output = m->tok_embd;
-    m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
-    if (!m->layers) return ak_fail(err, AK_ERR_NOMEM, "model: out of memory");
     for (int l = 0; l < c->n_layers && !L.st; l++) {
         ak_layer *y = &m->layers[l];
         y->attn_norm = tensor(&L, true, dim, 0, "blk.%d.attn_norm.weight", l);
@@ -218,20 +227,65 @@ static ak_status load_weights(ak_model *m, ak_err *err) {
         y->sliding = A->swa_pattern && c->sliding_window > 0 && (l + 1) % A->swa_pattern != 0;
     }
     if (L.st) return L.st;
-    /* Vectors the kernels read as float32 (norm weights) must be F32: converters write them so. */
-    const ak_tensor *vecs[8];
+    return check_vectors(m, err);
+}
+
+/* Vectors the kernels read as float32 (norms, biases) must be F32: converters write them so. */
+static ak_status check_vectors(ak_model *m, ak_err *err) {
+    const ak_config *c = &m->cfg;
+    const ak_tensor *vecs[16];
     for (int l = -1; l < c->n_layers; l++) {
         int n = 0;
-        if (l < 0) vecs[n++] = m->output_norm;
-        else {
+        if (l < 0) {
+            const ak_tensor *v[] = {m->output_norm, m->embd_norm, m->embd_norm_b};
+            for (size_t i = 0; i < sizeof v / sizeof *v; i++) if (v[i]) vecs[n++] = v[i];
+        } else {
             ak_layer *y = &m->layers[l];
-            const ak_tensor *v[] = {y->attn_norm, y->ffn_norm, y->q_norm, y->k_norm, y->post_attn_norm, y->post_ffn_norm, y->bo};
+            const ak_tensor *v[] = {y->attn_norm, y->ffn_norm, y->q_norm, y->k_norm, y->post_attn_norm, y->post_ffn_norm, y->bo,
+                                    y->b_up, y->b_down, y->attn_out_norm, y->attn_out_norm_b, y->out_norm, y->out_norm_b};
             for (size_t i = 0; i < sizeof v / sizeof *v; i++) if (v[i]) vecs[n++] = v[i];
         }
         for (int i = 0; i < n; i++)
             if (vecs[i]->dtype != AK_F32) return ak_fail(err, AK_ERR_UNSUPPORTED, "model: norm/bias vectors must be F32, found %s", ak_dtype_info[vecs[i]->dtype].name);
     }
     return build_aux(m, err);
+}
+
+/* Encoders: embeddings (+ learned positions + token type 0) → LayerNorm, then per layer
+ * attention → residual → LayerNorm → FFN → residual → LayerNorm. */
+static ak_status load_encoder(ak_model *m, loader *L) {
+    const ak_config *c = &m->cfg;
+    const ak_arch *A = m->arch;
+    int dim = c->dim, nq = c->n_heads * c->head_dim, nkv = c->n_kv_heads * c->head_dim, ff = c->ffn_dim;
+    if (A->learned_pos) m->pos_embd = tensor(L, true, dim, c->n_ctx_train, "position_embd.weight");
+    const ak_gguf_tensor *tt = ak_gguf_tensor_find(m->gguf, "token_types.weight");
+    if (tt) m->type_embd = tensor(L, true, dim, tt->ne[1], "token_types.weight");
+    m->embd_norm = tensor(L, true, dim, 0, "token_embd_norm.weight");
+    m->embd_norm_b = tensor(L, true, dim, 0, "token_embd_norm.bias");
+    for (int l = 0; l < c->n_layers && !L->st; l++) {
+        ak_layer *y = &m->layers[l];
+        if (A->fused_qkv) {
+            y->wqkv = tensor(L, true, dim, nq + 2 * nkv, "blk.%d.attn_qkv.weight", l);
+        } else {
+            y->wq = tensor(L, true, dim, nq, "blk.%d.attn_q.weight", l);
+            y->wk = tensor(L, true, dim, nkv, "blk.%d.attn_k.weight", l);
+            y->wv = tensor(L, true, dim, nkv, "blk.%d.attn_v.weight", l);
+            y->has_qkv_bias = tensor(L, false, nq, 0, "blk.%d.attn_q.bias", l) != NULL;
+        }
+        y->wo = tensor(L, true, nq, dim, "blk.%d.attn_output.weight", l);
+        y->bo = tensor(L, false, dim, 0, "blk.%d.attn_output.bias", l);
+        y->attn_out_norm = tensor(L, true, dim, 0, "blk.%d.attn_output_norm.weight", l);
+        y->attn_out_norm_b = tensor(L, true, dim, 0, "blk.%d.attn_output_norm.bias", l);
+        y->w_gate = tensor(L, A->gated_ffn, dim, ff, "blk.%d.ffn_gate.weight", l);
+        y->w_up = tensor(L, true, dim, ff, "blk.%d.ffn_up.weight", l);
+        y->b_up = tensor(L, false, ff, 0, "blk.%d.ffn_up.bias", l);
+        y->w_down = tensor(L, true, ff, dim, "blk.%d.ffn_down.weight", l);
+        y->b_down = tensor(L, false, dim, 0, "blk.%d.ffn_down.bias", l);
+        y->out_norm = tensor(L, true, dim, 0, "blk.%d.layer_output_norm.weight", l);
+        y->out_norm_b = tensor(L, true, dim, 0, "blk.%d.layer_output_norm.bias", l);
+    }
+    if (L->st) return L->st;
+    return check_vectors(m, L->err);
 }
 
 ak_status ak_model_load(const char *path, ak_model **out, ak_err *err) {
@@ -291,6 +345,8 @@ void ak_model_free(ak_model *m) {
 }
 
 int ak_model_vocab(const ak_model *m) { return m->cfg.vocab; }
+int ak_model_dim(const ak_model *m) { return m->cfg.dim; }
+bool ak_model_is_encoder(const ak_model *m) { return m->arch->encoder; }
 int ak_model_n_ctx_train(const ak_model *m) { return m->cfg.n_ctx_train; }
 int ak_model_eos(const ak_model *m) { return m->eos; }
 const char *ak_model_arch_name(const ak_model *m) { return m->arch_name; }

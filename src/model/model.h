@@ -19,6 +19,8 @@ typedef struct {
     const ak_tensor *attn_norm, *wq, *wk, *wv, *wo, *bo;
     const ak_tensor *q_norm, *k_norm, *post_attn_norm;
     const ak_tensor *ffn_norm, *w_gate, *w_up, *w_down, *post_ffn_norm;
+    /* encoders: one fused QKV matrix (nomic-bert), FFN biases, LayerNorms after the residual adds */
+    const ak_tensor *wqkv, *b_up, *b_down, *attn_out_norm, *attn_out_norm_b, *out_norm, *out_norm_b;
     bool has_qkv_bias;     /* bq|bk|bv concatenated in aux at qkv_bias_off */
     size_t qkv_bias_off;   /* byte offset in aux */
     bool sliding;
@@ -33,6 +35,7 @@ struct ak_model {
     ak_tensor *tensors;    /* one per GGUF tensor */
     int n_tensors;
     const ak_tensor *tok_embd, *output_norm, *output;
+    const ak_tensor *pos_embd, *type_embd, *embd_norm, *embd_norm_b;   /* encoders */
     ak_layer *layers;
     const void *weights;   /* base of the weights buffer: the file's data section */
     size_t weights_size;

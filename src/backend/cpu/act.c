@@ -19,7 +19,8 @@ void ak_cpu_act_gate(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
     for (int64_t i = lo; i < hi; i++) {
         const float *g = (const float *)c->b[0] + i * p->ld_gu;
         float *o = (float *)c->b[1] + i * p->K;
-        for (int k = 0; k < p->K; k++) o[k] = ak_act_apply(p->act, g[k]) * g[p->K + k];
+        if (p->gated) for (int k = 0; k < p->K; k++) o[k] = ak_act_apply(p->act, g[k]) * g[p->K + k];
+        else for (int k = 0; k < p->K; k++) o[k] = ak_act_apply(p->act, g[k]);
     }
 }
 
@@ -45,7 +46,6 @@ void ak_cpu_argmax(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
 }
 
 void ak_cpu_embed(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
-    (void)tls;
     const ak_p_embed *p = (const ak_p_embed *)c->p;
     const ak_dtype_traits *tr = &ak_dtype_info[p->dtype];
     size_t rb = ak_dtype_row_bytes((ak_dtype)p->dtype, p->dim);
@@ -57,5 +57,17 @@ void ak_cpu_embed(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
         float *o = (float *)c->b[2] + i * p->dim;
         tr->dequant((const uint8_t *)c->b[0] + (size_t)id * rb, o, p->dim);
         if (p->scale != 1.f) for (int k = 0; k < p->dim; k++) o[k] *= p->scale;
+        if (p->flags & (AK_EMBED_F_POS | AK_EMBED_F_TYPE)) {
+            float *tmp = tls->scratch;
+            if (p->flags & AK_EMBED_F_POS) {
+                size_t prb = ak_dtype_row_bytes((ak_dtype)p->pos_dtype, p->dim);
+                ak_dtype_info[p->pos_dtype].dequant((const uint8_t *)c->b[3] + (size_t)(p->pos + i) * prb, tmp, p->dim);
+                for (int k = 0; k < p->dim; k++) o[k] += tmp[k];
+            }
+            if (p->flags & AK_EMBED_F_TYPE) {
+                ak_dtype_info[p->type_dtype].dequant(c->b[4], tmp, p->dim);   /* token type 0 */
+                for (int k = 0; k < p->dim; k++) o[k] += tmp[k];
+            }
+        }
     }
 }

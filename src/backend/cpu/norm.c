@@ -1,6 +1,6 @@
-/* RMSNorm, and the fused residual add + RMSNorm (with the optional post-norm of the
- * added branch that Gemma 2/3 use). Sums of squares accumulate in float, as the
- * float32 reference does. */
+/* RMSNorm and LayerNorm, and the fused residual add + norm (with the optional post-norm
+ * of the added branch that Gemma 2/3 use). Sums accumulate in float, as the float32
+ * reference does. Output may alias the input (BERT's post-norm residual). */
 #include "backend/cpu/cpu.h"
 #include <math.h>
 
@@ -10,13 +10,28 @@ static void rmsnorm_row(float *out, const float *x, const float *w, int dim, flo
     for (int i = 0; i < dim; i++) out[i] = x[i] * r * w[i];
 }
 
+/* LayerNorm: (x - mean) / sqrt(var + eps) * w + b, biased variance as torch computes it. */
+static void layernorm_row(float *out, const float *x, const float *w, const float *b, int dim, float eps) {
+    float mean = 0, var = 0;
+    for (int i = 0; i < dim; i++) mean += x[i];
+    mean /= (float)dim;
+    for (int i = 0; i < dim; i++) var += (x[i] - mean) * (x[i] - mean);
+    float r = 1.0f / sqrtf(var / (float)dim + eps);
+    for (int i = 0; i < dim; i++) out[i] = (x[i] - mean) * r * w[i] + b[i];
+}
+
+static void norm_row(int flags, float *out, const float *x, const float *w, const float *b, int dim, float eps) {
+    if (flags & AK_NORM_F_LAYER) layernorm_row(out, x, w, b, dim, eps);
+    else rmsnorm_row(out, x, w, dim, eps);
+}
+
 void ak_cpu_norm(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
     (void)tls;
     const ak_p_norm *p = (const ak_p_norm *)c->p;
     int64_t lo, hi;
     ak_split(p->n, ith, nth, &lo, &hi);
     for (int64_t i = lo; i < hi; i++)
-        rmsnorm_row((float *)c->b[2] + i * p->dim, (const float *)c->b[0] + i * p->dim, c->b[1], p->dim, p->eps);
+        norm_row(p->flags, (float *)c->b[2] + i * p->dim, (const float *)c->b[0] + i * p->dim, c->b[1], c->b[3], p->dim, p->eps);
 }
 
 void ak_cpu_add_norm(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
@@ -31,6 +46,6 @@ void ak_cpu_add_norm(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
             a = tls->scratch;
         }
         for (int k = 0; k < p->dim; k++) x[k] += a[k];
-        rmsnorm_row((float *)c->b[4] + i * p->dim, x, c->b[3], p->dim, p->eps);
+        norm_row(p->flags, (float *)c->b[4] + i * p->dim, x, c->b[3], c->b[5], p->dim, p->eps);
     }
 }

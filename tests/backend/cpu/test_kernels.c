@@ -125,13 +125,19 @@ static void test_act_down(void) {
                 CHECK(max_rel(y, ref, (size_t)N) < 1e-5, "act_down K=%d act=%d nth=%d", K, act, thread_counts[t]);
                 /* the unfused pair: act_gate then a plain GEMV */
                 float o[1024];
-                ak_p_act pa = {.n = 1, .K = K, .act = act, .ld_gu = 2 * K};
+                ak_p_act pa = {.n = 1, .K = K, .act = act, .ld_gu = 2 * K, .gated = 1};
                 memcpy(c.p, &pa, sizeof pa);
                 c.b[0] = gu; c.b[1] = o;
                 run(ak_cpu_act_gate, &c, thread_counts[t], 0);
                 double dmax = 0;
                 for (int k = 0; k < K; k++) dmax = fmax(dmax, fabs(o[k] - act_ref(act, gu[k]) * gu[K + k]));
                 CHECK(dmax < 1e-5 * 30, "act_gate K=%d act=%d: %g", K, act, dmax);
+                pa.gated = 0;   /* plain activation (BERT's FFN) */
+                memcpy(c.p, &pa, sizeof pa);
+                run(ak_cpu_act_gate, &c, thread_counts[t], 0);
+                dmax = 0;
+                for (int k = 0; k < K; k++) dmax = fmax(dmax, fabs(o[k] - act_ref(act, gu[k])));
+                CHECK(dmax < 1e-5 * 10, "act K=%d act=%d: %g", K, act, dmax);
             }
             free(gu); free(w);
         }
@@ -139,32 +145,40 @@ static void test_act_down(void) {
 
 static void test_norms(void) {
     for (int dim = 1; dim <= 300; dim += 37)
-        for (int post = 0; post < 2; post++) {
-            int n = 3;
+        for (int flags = 0; flags < 4; flags++) {
+            int n = 3, post = flags & AK_NORM_F_POST, layer = flags & AK_NORM_F_LAYER;
             float *x = rnd((size_t)n * dim, 2), *a = rnd((size_t)n * dim, 2), *w = rnd((size_t)dim, 1), *pw = rnd((size_t)dim, 1);
+            float *bias = rnd((size_t)dim, 1);
             float *x2 = malloc((size_t)n * dim * 4), *out = malloc((size_t)n * dim * 4);
             memcpy(x2, x, (size_t)n * dim * 4);
             double *ref = malloc((size_t)n * dim * sizeof(double)), *xr = malloc((size_t)dim * sizeof(double));
             float eps = 1e-5f;
             for (int i = 0; i < n; i++) {
-                double ss = 0, sa = 0;
+                double sa = 0;
                 for (int k = 0; k < dim; k++) sa += (double)a[i * dim + k] * a[i * dim + k];
-                double ra = 1 / sqrt(sa / dim + eps);
+                double ra = 1 / sqrt(sa / dim + eps), mean = 0, var = 0;
                 for (int k = 0; k < dim; k++) {
-                    double av = post ? a[i * dim + k] * ra * pw[k] : a[i * dim + k];
+                    double av = post ? a[i * dim + k] * ra * pw[k] : a[i * dim + k];   /* post-norm is RMS */
                     xr[k] = x[i * dim + k] + av;
-                    ss += xr[k] * xr[k];
+                    mean += xr[k];
                 }
-                double r = 1 / sqrt(ss / dim + eps);
-                for (int k = 0; k < dim; k++) ref[i * dim + k] = xr[k] * r * w[k];
+                mean = layer ? mean / dim : 0;
+                for (int k = 0; k < dim; k++) var += (xr[k] - mean) * (xr[k] - mean);
+                double r = 1 / sqrt(var / dim + eps);
+                for (int k = 0; k < dim; k++) ref[i * dim + k] = (xr[k] - mean) * r * w[k] + (layer ? bias[k] : 0);
             }
             ak_cpu_cmd c = {0};
-            ak_p_norm p = {.n = n, .dim = dim, .eps = eps, .flags = post ? AK_NORM_F_POST : 0};
+            ak_p_norm p = {.n = n, .dim = dim, .eps = eps, .flags = flags};
             memcpy(c.p, &p, sizeof p);
-            c.b[0] = x2; c.b[1] = a; c.b[2] = pw; c.b[3] = w; c.b[4] = out;
+            c.b[0] = x2; c.b[1] = a; c.b[2] = pw; c.b[3] = w; c.b[4] = out; c.b[5] = bias;
             run(ak_cpu_add_norm, &c, 2, (size_t)dim);
-            CHECK(max_rel(out, ref, (size_t)n * dim) < 1e-5, "add_norm dim=%d post=%d", dim, post);
-            free(x); free(a); free(w); free(pw); free(x2); free(out); free(ref); free(xr);
+            CHECK(max_rel(out, ref, (size_t)n * dim) < 1e-5, "add_norm dim=%d flags=%d", dim, flags);
+            /* in place (out = x), as encoders run it, and the plain norm of the summed x */
+            memcpy(x2, x, (size_t)n * dim * 4);
+            c.b[4] = x2;
+            run(ak_cpu_add_norm, &c, 3, (size_t)dim);
+            CHECK(max_rel(x2, ref, (size_t)n * dim) < 1e-5, "add_norm in place dim=%d flags=%d", dim, flags);
+            free(x); free(a); free(w); free(pw); free(bias); free(x2); free(out); free(ref); free(xr);
         }
 }
 
