@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int parse_int(const char *flag, const char *s, int lo, int hi, int *out) {
     char *end;
@@ -14,6 +15,18 @@ static int parse_int(const char *flag, const char *s, int lo, int hi, int *out) 
         return 2;
     }
     *out = (int)v;
+    return 0;
+}
+
+static int parse_float(const char *flag, const char *s, double lo, double hi, float *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "akunu: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi, s);
+        return 2;
+    }
+    *out = (float)v;
     return 0;
 }
 
@@ -41,7 +54,8 @@ static int parse_ids(const char *s, ak_cli_opts *o) {
 
 int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage) {
     memset(o, 0, sizeof *o);
-    o->n_predict = 32;
+    o->n_predict = 256;
+    o->sp = ak_sampler_default_params();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -49,7 +63,35 @@ int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage) {
 #define NEEDV() do { if (!v) { fprintf(stderr, "akunu: %s needs a value\n%s", a, usage); return 2; } i++; } while (0)
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) { NEEDV(); o->model = v; }
         else if (!strcmp(a, "-o") || !strcmp(a, "--output")) { NEEDV(); o->out = v; }
-        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { NEEDV(); o->prompt = v; }
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
+            NEEDV();
+            if (o->n_prompts == AK_CLI_MAX_PROMPTS) { fprintf(stderr, "akunu: at most %d prompts\n", AK_CLI_MAX_PROMPTS); return 2; }
+            o->prompts[o->n_prompts++] = v;
+        }
+        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { NEEDV(); o->file = v; }
+        else if (!strcmp(a, "--temp")) { NEEDV(); r = parse_float(a, v, 0, 100, &o->sp.temp); }
+        else if (!strcmp(a, "--top-k")) { NEEDV(); r = parse_int(a, v, 0, 1 << 30, &o->sp.top_k); }
+        else if (!strcmp(a, "--top-p")) { NEEDV(); r = parse_float(a, v, 0, 1, &o->sp.top_p); }
+        else if (!strcmp(a, "--min-p")) { NEEDV(); r = parse_float(a, v, 0, 1, &o->sp.min_p); }
+        else if (!strcmp(a, "--repeat-penalty")) { NEEDV(); r = parse_float(a, v, 0.01, 100, &o->sp.repeat_penalty); }
+        else if (!strcmp(a, "--repeat-last-n")) { NEEDV(); r = parse_int(a, v, 0, 1 << 20, &o->sp.repeat_last_n); }
+        else if (!strcmp(a, "--seed")) {
+            NEEDV();
+            char *end;
+            errno = 0;
+            unsigned long long sd = strtoull(v, &end, 10);
+            if (errno || end == v || *end || v[0] == '-') { fprintf(stderr, "akunu: --seed expects a non-negative integer, got '%s'\n", v); return 2; }
+            o->sp.seed = sd;
+            o->seed_set = true;
+        }
+        else if (!strcmp(a, "--stop")) {
+            NEEDV();
+            if (o->n_stops == 16) { fprintf(stderr, "akunu: at most 16 stop strings\n"); return 2; }
+            o->stops[o->n_stops++] = v;
+        }
+        else if (!strcmp(a, "--raw")) o->raw = true;
+        else if (!strcmp(a, "--json")) o->json = true;
+        else if (!strcmp(a, "--no-normalize")) o->no_normalize = true;
         else if (!strcmp(a, "--prompt-ids")) { NEEDV(); free(o->ids); r = parse_ids(v, o); }
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { NEEDV(); r = parse_int(a, v, 0, 1 << 24, &o->n_predict); }
         else if (!strcmp(a, "--chunk")) { NEEDV(); r = parse_int(a, v, 1, 1 << 16, &o->chunk); }
@@ -62,7 +104,7 @@ int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage) {
             else if (!strcmp(v, "auto")) o->backend = AK_BACKEND_AUTO;
             else { fprintf(stderr, "akunu: --backend expects cpu, cuda or auto, got '%s'\n", v); return 2; }
         }
-        else if (!strcmp(a, "--greedy")) o->greedy = true;
+        else if (!strcmp(a, "--greedy")) { o->greedy = true; o->sp.temp = 0; }
         else if (!strcmp(a, "--print-ids")) o->print_ids = true;
         else if (!strcmp(a, "--decode")) o->decode = true;
         else if (!strcmp(a, "--kv-f16")) o->kv_f16 = true;
@@ -73,6 +115,8 @@ int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage) {
 #undef NEEDV
     }
     if (!o->model) { fprintf(stderr, "akunu: -m FILE is required\n%s", usage); return 2; }
+    if (o->sp.temp <= 0) o->greedy = true;
+    if (!o->seed_set) o->sp.seed = (uint64_t)time(NULL);
     return 0;
 }
 

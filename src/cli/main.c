@@ -6,7 +6,8 @@
 static const char *usage =
     "usage: akunu COMMAND [options]\n"
     "commands:\n"
-    "  run      generate from a prompt (greedy)\n"
+    "  run      generate from a prompt (text or token ids)\n"
+    "  tokenize print the token ids of a text\n"
     "  logits   write float32 logits for every prompt position\n"
     "  bench    measure prompt processing and generation speed\n"
     "run 'akunu COMMAND --help' for its options\n";
@@ -16,6 +17,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "run")) return ak_cmd_run(argc - 1, argv + 1);
     if (!strcmp(argv[1], "logits")) return ak_cmd_logits(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench")) return ak_cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "tokenize")) return ak_cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) { fputs(usage, stdout); return 0; }
     fprintf(stderr, "akunu: unknown command '%s'\n%s", argv[1], usage);
     return 2;

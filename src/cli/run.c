@@ -1,45 +1,138 @@
-/* akunu run: prefill a prompt, then chain-decode the continuation. */
+/* akunu run: prefill a prompt, then generate. With --prompt-ids the ids go in and
+ * (--print-ids) come out; with -p the text is tokenized with the model's tokenizer,
+ * wrapped in its chat template unless --raw, and the reply streams to stdout. */
 #include "cli/cli.h"
+#include "model/chat.h"
+#include "model/model.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char *usage =
-    "usage: akunu run -m FILE --prompt-ids ID,ID,... [-n N] [--greedy] [--print-ids] [--chunk N] [-t THREADS] [--backend cpu|cuda|auto]\n"
-    "                 [-c CTX] [--kv-f16] [-v]\n";
+    "usage: akunu run -m FILE (-p TEXT | --prompt-ids ID,ID,...) [-n N] [options]\n"
+    "  -p TEXT            prompt text (wrapped in the model's chat template unless --raw)\n"
+    "  --prompt-ids IDS   prompt as token ids; --print-ids prints the generated ids\n"
+    "  -n N               tokens to generate (default 256)\n"
+    "  --greedy | --temp T --top-k K --top-p P --min-p P --repeat-penalty R --repeat-last-n N --seed S\n"
+    "  --stop STR         stop when STR appears (repeatable)\n"
+    "  -c CTX  --chunk N  -t THREADS  --kv-f16  --backend cpu|cuda|auto  -v\n";
+
+/* Prompt text for one user turn: the chat template when the file has one we render. */
+static char *prompt_text(const ak_model *m, const ak_tokenizer *t, const char *user, bool raw, bool *templated) {
+    *templated = false;
+    ak_str tmpl;
+    ak_chat_template ct;
+    ak_err err = {{0}};
+    /* No template in the file (a base model): the prompt goes in as it is. */
+    if (raw || !ak_gguf_get_str(m->gguf, "tokenizer.chat_template", &tmpl)) return strdup(user);
+    if (ak_chat_detect(tmpl.ptr, tmpl.len, &ct, &err)) {
+        fprintf(stderr, "akunu: %s; using the prompt as it is (--raw)\n", err.msg);
+        return strdup(user);
+    }
+    size_t bl = 0, el = 0;
+    const char *b = ak_tokenizer_bos(t) >= 0 ? ak_tokenizer_text(t, ak_tokenizer_bos(t), &bl) : NULL;
+    const char *e = ak_tokenizer_eos(t) >= 0 ? ak_tokenizer_text(t, ak_tokenizer_eos(t), &el) : NULL;
+    char *bos = b ? strndup(b, bl) : NULL, *eos = e ? strndup(e, el) : NULL;
+    ak_chat_msg msg = {"user", user};
+    ak_chat_opts co = {.bos = bos, .eos = eos, .add_generation_prompt = true};
+    size_t n = 0;
+    char *out = NULL;
+    if (ak_chat_render(&ct, &msg, 1, &co, NULL, 0, &n, &err) == AK_OK && (out = malloc(n + 1)) &&
+        ak_chat_render(&ct, &msg, 1, &co, out, n + 1, &n, &err) == AK_OK) {
+        *templated = true;
+    } else {
+        free(out);
+        out = strdup(user);
+    }
+    free(bos);
+    free(eos);
+    return out;
+}
+
+static int run_text(const ak_cli_opts *o, ak_model *m, ak_session *s) {
+    ak_tokenizer *t = ak_cli_tokenizer(m);
+    if (!t) return 1;
+    bool templated;
+    char *text = prompt_text(m, t, o->prompts[0], o->raw, &templated);
+    int n = 0, rc = 1;
+    /* a rendered template already holds the BOS text; parse its special tokens */
+    int32_t *ids = text ? ak_cli_tokenize(t, text, !templated, templated, &n) : NULL;
+    float *logits = NULL;
+    ak_sampler *smp = NULL;
+    ak_err err = {{0}};
+    if (!ids) goto done;
+    if (n == 0) { fprintf(stderr, "akunu: the prompt is empty\n"); goto done; }
+    if (n >= ak_session_n_ctx(s)) {
+        fprintf(stderr, "akunu: the prompt is %d tokens; the context holds %d (raise -c)\n", n, ak_session_n_ctx(s));
+        goto done;
+    }
+    if (!o->greedy) {
+        if (ak_sampler_create(&o->sp, ak_model_vocab(m), &smp, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); goto done; }
+        for (int i = 0; i < n; i++) ak_sampler_accept(smp, ids[i]);
+        logits = malloc((size_t)ak_model_vocab(m) * sizeof(float));
+        if (!logits) goto done;
+    }
+    int32_t next;
+    double t0 = ak_cli_now();
+    if (ak_prefill(s, ids, n, &next, logits, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); goto done; }
+    double tp = ak_cli_now() - t0;
+    ak_cli_reply r;
+    rc = o->n_predict > 0 ? ak_cli_generate(s, t, o, smp, next, logits, &r) : (memset(&r, 0, sizeof r), 0);
+    printf("\n");
+    fprintf(stderr, "\n[prompt %d tokens, prefill %.1f tok/s | generated %d tokens, decode %.1f tok/s]\n", n, n / tp, r.n_gen,
+            r.seconds > 0 ? r.n_gen / r.seconds : 0.0);
+    free(r.text);
+done:
+    free(logits);
+    ak_sampler_free(smp);
+    free(ids);
+    free(text);
+    ak_tokenizer_free(t);
+    return rc;
+}
+
+static int run_ids(const ak_cli_opts *o, ak_model *m, ak_session *s) {
+    ak_err err = {{0}};
+    int32_t next, *out = malloc(((size_t)o->n_predict + 1) * sizeof *out);
+    int n_out = 0, rc = 0;
+    if (!out) { fprintf(stderr, "akunu: out of memory\n"); return 1; }
+    if (o->n_ids + o->n_predict > ak_session_n_ctx(s)) {
+        fprintf(stderr, "akunu: prompt (%d tokens) plus %d to generate exceed the context of %d\n", o->n_ids, o->n_predict,
+                ak_session_n_ctx(s));
+        free(out);
+        return 1;
+    }
+    if (ak_prefill(s, o->ids, o->n_ids, &next, NULL, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); free(out); return 1; }
+    if (o->n_predict > 0) {
+        out[0] = next;
+        n_out = 1;
+        int32_t eos = ak_model_eos(m);
+        int more = 0;
+        if (next != eos && o->n_predict > 1 &&
+            ak_chain_decode(s, next, o->n_predict - 1, &eos, eos >= 0, out + 1, &more, &err)) {
+            fprintf(stderr, "akunu: %s\n", err.msg);
+            rc = 1;
+        }
+        n_out += more;
+    }
+    if (!rc && o->print_ids) {
+        for (int i = 0; i < n_out; i++) printf(i ? ",%d" : "%d", out[i]);
+        printf("\n");
+    }
+    free(out);
+    return rc;
+}
 
 int ak_cmd_run(int argc, char **argv) {
     ak_cli_opts o;
     int rc = ak_cli_parse(argc, argv, &o, usage);
     if (rc) { free(o.ids); return rc; }
-    if (!o.ids) { fprintf(stderr, "akunu: --prompt-ids is required (text prompts need a tokenizer)\n%s", usage); return 2; }
+    if (!o.ids == !o.n_prompts) { fprintf(stderr, "akunu: give one of -p TEXT or --prompt-ids\n%s", usage); free(o.ids); return 2; }
+    if (o.ids) o.greedy = true;   /* ids in, ids out: the on-device argmax */
     ak_model *m;
     ak_session *s;
     if ((rc = ak_cli_open(&o, false, &m, &s))) { free(o.ids); return rc; }
-    ak_err err = {{0}};
-    int32_t next, *out = malloc(((size_t)o.n_predict + 1) * sizeof *out);
-    int n_out = 0;
-    if (!out) { rc = 1; fprintf(stderr, "akunu: out of memory\n"); goto done; }
-    if (o.n_ids + o.n_predict > ak_session_n_ctx(s)) {
-        fprintf(stderr, "akunu: prompt (%d tokens) plus %d to generate exceed the context of %d\n", o.n_ids, o.n_predict, ak_session_n_ctx(s));
-        rc = 1;
-        goto done;
-    }
-    if (ak_prefill(s, o.ids, o.n_ids, &next, NULL, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); rc = 1; goto done; }
-    if (o.n_predict > 0) {
-        out[0] = next;
-        n_out = 1;
-        int eos = ak_model_eos(m), more = 0;
-        if (next != eos && o.n_predict > 1) {
-            if (ak_chain_decode(s, next, o.n_predict - 1, &eos, eos >= 0, out + 1, &more, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); rc = 1; goto done; }
-        }
-        n_out += more;
-    }
-    if (o.print_ids) {
-        for (int i = 0; i < n_out; i++) printf(i ? ",%d" : "%d", out[i]);
-        printf("\n");
-    }
-done:
-    free(out);
+    rc = o.ids ? run_ids(&o, m, s) : run_text(&o, m, s);
     free(o.ids);
     ak_session_free(s);
     ak_model_free(m);

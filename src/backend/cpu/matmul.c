@@ -1,6 +1,9 @@
 /* GEMV (decode) and GEMM (prefill) over weight rows of any dtype, with up to three
  * matrices writing side by side (fused QKV, gate+up), and the fused activation+down GEMV. */
 #include "backend/cpu/cpu.h"
+#include <stdbool.h>
+
+#define AK_GEMM_DIRECT_ROWS 8
 
 typedef struct {
     const uint8_t *w[3];
@@ -51,11 +54,18 @@ void ak_cpu_gemm(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
     ak_split(s.start[p->nseg], ith, nth, &lo, &hi);
     int g = 0;
     float *row = tls->scratch;
+    /* Few rows: the fused dequantize-and-dot kernels beat the reference dequantizer. */
+    bool direct = n <= AK_GEMM_DIRECT_ROWS;
     for (int64_t j = lo; j < hi; j++) {
         while (j >= s.start[g + 1]) g++;
         int64_t r = j - s.start[g];
-        ak_dtype_info[p->dtype[g]].dequant(s.w[g] + (size_t)r * s.row_bytes[g], row, p->K);
+        const uint8_t *wr = s.w[g] + (size_t)r * s.row_bytes[g];
         float b = p->has_bias && g == 0 ? bias[r] : 0.f;
+        if (direct) {
+            for (int i = 0; i < n; i++) y[(size_t)i * p->ld_y + j] = s.dot[g](p->K, wr, x + (size_t)i * p->ld_x, row) + b;
+            continue;
+        }
+        ak_dtype_info[p->dtype[g]].dequant(wr, row, p->K);
         for (int i = 0; i < n; i++) y[(size_t)i * p->ld_y + j] = ak_dot_f32(p->K, row, x + (size_t)i * p->ld_x) + b;
     }
 }

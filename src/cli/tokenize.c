@@ -1,0 +1,36 @@
+/* akunu tokenize: the ids the model's tokenizer gives a text (with BOS/EOS as the file
+ * says and special-token text recognised); --pieces prints each id with its text. */
+#include "cli/cli.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *usage = "usage: akunu tokenize -m FILE -p TEXT [--raw (no BOS/EOS, no special tokens)] [--pieces]\n";
+
+int ak_cmd_tokenize(int argc, char **argv) {
+    bool pieces = false;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--pieces")) { pieces = true; memmove(&argv[i], &argv[i + 1], (size_t)(argc - i) * sizeof *argv); argc--; i--; }
+    ak_cli_opts o;
+    int rc = ak_cli_parse(argc, argv, &o, usage);
+    if (rc) { free(o.ids); return rc; }
+    if (o.n_prompts != 1) { fprintf(stderr, "akunu: give the text with -p\n%s", usage); return 2; }
+    ak_model *m;
+    ak_err err = {{0}};
+    if (ak_model_load(o.model, &m, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); return 1; }
+    ak_tokenizer *t = ak_cli_tokenizer(m);
+    int n = 0;
+    int32_t *ids = t ? ak_cli_tokenize(t, o.prompts[0], !o.raw, !o.raw, &n) : NULL;
+    if (!ids) rc = 1;
+    for (int i = 0; ids && i < n; i++) {
+        if (!pieces) { printf(i ? ",%d" : "%d", ids[i]); continue; }
+        char buf[512];
+        int k = ak_token_piece(t, ids[i], true, buf, sizeof buf);
+        printf("%6d  '%.*s'\n", ids[i], k > 0 && k <= (int)sizeof buf ? k : 0, buf);
+    }
+    if (ids && !pieces) printf("\n");
+    free(ids);
+    ak_tokenizer_free(t);
+    ak_model_free(m);
+    return rc;
+}
