@@ -62,6 +62,9 @@ int ak_session_pos(const ak_session *s);
 int ak_session_n_ctx(const ak_session *s);
 /* Forget the KV cache contents (position back to 0). */
 void ak_session_reset(ak_session *s);
+/* Keep only the first pos tokens of the KV cache (pos <= the current position), so a
+ * conversation can continue from a common prefix. */
+ak_status ak_session_rewind(ak_session *s, int pos, ak_err *err);
 
 /* Run the prompt through the prefill path from the current position.
  * *next receives the greedy next token. With logits_all, logits holds n*vocab

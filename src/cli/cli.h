@@ -50,6 +50,7 @@ typedef struct {
     char *text;
     size_t len;
     int n_gen;          /* tokens generated (including a final end-of-generation token) */
+    int32_t *ids;       /* the generated ids; all but the last are in the KV cache */
     double seconds;     /* decode time */
 } ak_cli_reply;
 

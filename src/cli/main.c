@@ -7,7 +7,10 @@ static const char *usage =
     "usage: akunu COMMAND [options]\n"
     "commands:\n"
     "  run      generate from a prompt (text or token ids)\n"
+    "  chat     interactive chat (keeps the KV cache across turns)\n"
     "  tokenize print the token ids of a text\n"
+    "  embed    sentence embeddings from an encoder model\n"
+    "  perplexity  perplexity of a text file\n"
     "  logits   write float32 logits for every prompt position\n"
     "  bench    measure prompt processing and generation speed\n"
     "run 'akunu COMMAND --help' for its options\n";
@@ -18,6 +21,9 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "logits")) return ak_cmd_logits(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench")) return ak_cmd_bench(argc - 1, argv + 1);
     if (!strcmp(argv[1], "tokenize")) return ak_cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "chat")) return ak_cmd_chat(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "embed")) return ak_cmd_embed(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "perplexity")) return ak_cmd_perplexity(argc - 1, argv + 1);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) { fputs(usage, stdout); return 0; }
     fprintf(stderr, "akunu: unknown command '%s'\n%s", argv[1], usage);
     return 2;

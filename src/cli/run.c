@@ -82,6 +82,7 @@ static int run_text(const ak_cli_opts *o, ak_model *m, ak_session *s) {
     fprintf(stderr, "\n[prompt %d tokens, prefill %.1f tok/s | generated %d tokens, decode %.1f tok/s]\n", n, n / tp, r.n_gen,
             r.seconds > 0 ? r.n_gen / r.seconds : 0.0);
     free(r.text);
+    free(r.ids);
 done:
     free(logits);
     ak_sampler_free(smp);

@@ -100,7 +100,10 @@ int ak_cli_generate(ak_session *s, const ak_tokenizer *t, const ak_cli_opts *o, 
     int n_vocab = ak_tokenizer_n_vocab(t), n_stop = 0;
     int32_t stop[64];
     for (int32_t i = 0; i < n_vocab && n_stop < 64; i++) if (ak_tokenizer_is_eog(t, i)) stop[n_stop++] = i;
+    r->ids = malloc(((size_t)limit + 1) * sizeof *r->ids);
+    if (!r->ids) { fprintf(stderr, "akunu: out of memory\n"); return 1; }
     if (smp) { tok = ak_sampler_sample(smp, logits); ak_sampler_accept(smp, tok); }
+    r->ids[0] = tok;
     r->n_gen = 1;
     bool go = take(&st, t, &d, tok);
     while (go && r->n_gen < limit) {
@@ -109,14 +112,14 @@ int ak_cli_generate(ak_session *s, const ak_tokenizer *t, const ak_cli_opts *o, 
             int32_t out[16];
             int want = limit - r->n_gen < 16 ? limit - r->n_gen : 16, got = 0;
             if (ak_chain_decode(s, tok, want, stop, n_stop, out, &got, &err)) { fprintf(stderr, "\nakunu: %s\n", err.msg); rc = 1; break; }
-            for (int i = 0; i < got && go; i++) { r->n_gen++; tok = out[i]; go = take(&st, t, &d, tok); }
+            for (int i = 0; i < got && go; i++) { tok = out[i]; r->ids[r->n_gen++] = tok; go = take(&st, t, &d, tok); }
             if (got < want) go = false;
         } else {
             int32_t next;
             if (ak_decode(s, tok, &next, logits, &err)) { fprintf(stderr, "\nakunu: %s\n", err.msg); rc = 1; break; }
             tok = ak_sampler_sample(smp, logits);
             ak_sampler_accept(smp, tok);
-            r->n_gen++;
+            r->ids[r->n_gen++] = tok;
             go = take(&st, t, &d, tok);
         }
     }

@@ -97,6 +97,12 @@ int ak_session_pos(const ak_session *s) { return s->pos; }
 int ak_session_n_ctx(const ak_session *s) { return s->p.n_ctx; }
 void ak_session_reset(ak_session *s) { s->pos = 0; }
 
+ak_status ak_session_rewind(ak_session *s, int pos, ak_err *err) {
+    if (pos < 0 || pos > s->pos) return ak_fail(err, AK_ERR_ARG, "rewind to %d: the cache holds %d tokens", pos, s->pos);
+    s->pos = pos;   /* attention reads only [0, pos): later entries are simply overwritten */
+    return AK_OK;
+}
+
 static ak_status check_ids(const ak_session *s, const int32_t *ids, int n, ak_err *err) {
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= s->m->cfg.vocab)
