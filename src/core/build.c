@@ -115,7 +115,7 @@ static void attention_block(builder *b, int l) {
     }
 
     ak_p_rope_kv r = {.n = rows(b), .n_heads = cfg->n_heads, .n_kv_heads = cfg->n_kv_heads, .head_dim = cfg->head_dim,
-                      .n_rot = m->arch->rope == AK_ROPE_NONE ? 0 : cfg->n_rot, .style = (int32_t)m->arch->rope,
+                      .n_rot = m->rope == AK_ROPE_NONE ? 0 : cfg->n_rot, .style = (int32_t)m->rope,
                       .ld = b->qkv_ld, .max_seq = b->o->max_seq, .kv_f16 = b->o->kv_f16, .eps = cfg->norm_eps,
                       .flags = (L->q_norm ? AK_ROPE_F_QKNORM : 0) | (L->has_qkv_bias ? AK_ROPE_F_BIAS : 0)};
     ak_cmd *c = emit(b, AK_K_ROPE_KV, &r, sizeof r, (uint32_t)(rows(b) * (cfg->n_heads + cfg->n_kv_heads)), "rope_kv", l);

@@ -103,7 +103,7 @@ static ak_status read_config(ak_model *m, ak_err *err) {
     if (get_f(g, a, "rope.freq_base", &d)) c->rope_base = (float)d;
     c->rope_base_swa = m->arch->swa_rope_base ? 10000.f : c->rope_base;
     if (get_f(g, a, "rope.freq_base_swa", &d)) c->rope_base_swa = (float)d;
-    if (m->arch->rope != AK_ROPE_NONE && !(c->rope_base > 1 && c->rope_base_swa > 1))
+    if (m->rope != AK_ROPE_NONE && !(c->rope_base > 1 && c->rope_base_swa > 1))
         return ak_fail(err, AK_ERR_FORMAT, "model: rope base out of range");
     c->rope_freq_scale = 1.f;
     ak_str stype;
@@ -307,6 +307,7 @@ ak_status ak_model_from_gguf(ak_gguf *g, ak_model **out, ak_err *err) {
     memcpy(m->arch_name, arch.ptr, arch.len);
     m->arch = ak_arch_find(m->arch_name);
     if (!m->arch) { st = ak_fail(err, AK_ERR_UNSUPPORTED, "model: unknown architecture '%s'", m->arch_name); goto fail; }
+    m->rope = m->arch->rope;
     if ((st = read_config(m, err))) goto fail;
 
     m->weights = g->base + g->data_offset;

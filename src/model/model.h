@@ -31,6 +31,8 @@ struct ak_model {
     ak_gguf *gguf;
     const ak_arch *arch;
     char arch_name[32];
+    ak_rope_style rope;    /* the architecture's pairing, unless the file's layout differs (HF
+                              checkpoints of llama rotate halves; GGUF permutes Q/K to pairs) */
     ak_config cfg;
     ak_tensor *tensors;    /* one per GGUF tensor */
     int n_tensors;
