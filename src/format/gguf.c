@@ -3,6 +3,7 @@
 #include "format/gguf.h"
 #include "core/err.h"
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -57,7 +58,27 @@ bool ak_str_eq(ak_str s, const char *c) {
     return s.len == n && memcmp(s.ptr, c, n) == 0;
 }
 
-static bool str_same(ak_str a, ak_str b) { return a.len == b.len && memcmp(a.ptr, b.ptr, a.len) == 0; }
+static int str_cmp(const void *x, const void *y) {
+    const ak_str *a = x, *b = y;
+    if (a->len != b->len) return a->len < b->len ? -1 : 1;
+    return memcmp(a->ptr, b->ptr, a->len);
+}
+
+/* Sorting a copy of the names finds a duplicate in n log n: a hostile file with a
+ * million tiny entries must not take minutes. dup->ptr is NULL when all differ. */
+static ak_status find_dup(const void *items, uint64_t n, size_t stride, size_t name_off, ak_str *dup, ak_err *err) {
+    dup->ptr = NULL;
+    dup->len = 0;
+    if (n < 2) return AK_OK;
+    ak_str *names = malloc((size_t)n * sizeof *names);
+    if (!names) return ak_fail(err, AK_ERR_NOMEM, "gguf: out of memory");
+    for (uint64_t i = 0; i < n; i++) memcpy(&names[i], (const uint8_t *)items + i * stride + name_off, sizeof *names);
+    qsort(names, (size_t)n, sizeof *names, str_cmp);
+    for (uint64_t i = 1; i < n && !dup->ptr; i++)
+        if (str_cmp(&names[i - 1], &names[i]) == 0) *dup = names[i];
+    free(names);
+    return AK_OK;
+}
 
 static uint64_t raw_u(const uint8_t *p, int bytes) { uint64_t v = 0; memcpy(&v, p, (size_t)bytes); return v; }
 
@@ -144,11 +165,11 @@ static ak_status parse(ak_gguf *g, ak_err *err) {
     for (uint64_t i = 0; i < g->n_kv; i++) {
         parse_kv(&c, &g->kv[i]);
         if (c.st) return c.st;
-        for (uint64_t j = 0; j < i; j++)
-            if (str_same(g->kv[j].key, g->kv[i].key))
-                return ak_fail(err, AK_ERR_FORMAT, "gguf: duplicate metadata key '%.*s'",
-                               (int)(g->kv[i].key.len > 200 ? 200 : g->kv[i].key.len), g->kv[i].key.ptr);
     }
+    ak_str dup;
+    if (find_dup(g->kv, g->n_kv, sizeof *g->kv, offsetof(ak_gguf_kv, key), &dup, err) ||
+        (dup.ptr && ak_fail(err, AK_ERR_FORMAT, "gguf: duplicate metadata key '%.*s'", (int)(dup.len > 200 ? 200 : dup.len), dup.ptr)))
+        return AK_ERR_FORMAT;
     const ak_gguf_kv *al = ak_gguf_find(g, "general.alignment");
     if (al) {
         if (al->type != AK_GGUF_U32 || al->v.u == 0 || (al->v.u & (al->v.u - 1)))
@@ -192,12 +213,12 @@ static ak_status parse(ak_gguf *g, ak_err *err) {
         if (t->offset % g->alignment)
             return ak_fail(err, AK_ERR_FORMAT, "gguf: tensor '%.*s' offset is not aligned to %llu",
                            (int)(t->name.len > 200 ? 200 : t->name.len), t->name.ptr, (unsigned long long)g->alignment);
-        for (uint64_t j = 0; j < i; j++)
-            if (str_same(g->tensors[j].name, t->name))
-                return ak_fail(err, AK_ERR_FORMAT, "gguf: duplicate tensor name '%.*s'",
-                               (int)(t->name.len > 200 ? 200 : t->name.len), t->name.ptr);
     }
+    if (find_dup(g->tensors, g->n_tensors, sizeof *g->tensors, offsetof(ak_gguf_tensor, name), &dup, err) ||
+        (dup.ptr && ak_fail(err, AK_ERR_FORMAT, "gguf: duplicate tensor name '%.*s'", (int)(dup.len > 200 ? 200 : dup.len), dup.ptr)))
+        return AK_ERR_FORMAT;
     uint64_t data = ((uint64_t)c.off + g->alignment - 1) / g->alignment * g->alignment;
+    if (!g->n_tensors && data > g->size) data = g->size;   /* no data section: never point past the end */
     if (g->n_tensors && data > g->size)
         return ak_fail(err, AK_ERR_FORMAT, "gguf: truncated file: tensor data would start at %llu, file has %zu bytes",
                        (unsigned long long)data, g->size);
