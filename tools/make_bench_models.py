@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Write synthetic GGUF benchmark models: real architectures' shapes, random weights.
+
+    tools/make_bench_models.py OUTDIR [--only NAME ...] [--force] [--list]
+
+Every file has the metadata keys and tensor names a converted model of that
+architecture has (llama / qwen3), a small SentencePiece-style ("llama") vocabulary
+of the right size so llama.cpp accepts it, F32 norms near 1 and random quantized
+weights. The quant blocks are written directly as random bytes with finite f16 scales
+chosen so each weight has a standard deviation of about 0.5/sqrt(K); the numbers are
+meaningless but keep activations finite, which is all a speed benchmark needs.
+
+Default set (about 4 GB): llama-3.2-1b-{q4_0,q8_0,q4_k,f16}, qwen3-0.6b-{q8_0,q4_0}.
+The llama-3-8b-{q4_0,q8_0} files (GPU benchmarks, 4.7 / 8.5 GB) only with --only.
+Existing files are kept unless --force.
+"""
+import argparse
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import gguf
+from gguf import GGMLQuantizationType as QT
+
+SHAPES = {
+    "llama-3.2-1b": dict(arch="llama", dim=2048, layers=16, heads=32, kv=8, head_dim=64, ffn=8192,
+                         vocab=128256, rope=500000.0, eps=1e-5, ctx=131072, tied=True, qk_norm=False),
+    "qwen3-0.6b": dict(arch="qwen3", dim=1024, layers=28, heads=16, kv=8, head_dim=128, ffn=3072,
+                       vocab=151936, rope=1000000.0, eps=1e-6, ctx=40960, tied=True, qk_norm=True),
+    "llama-3-8b": dict(arch="llama", dim=4096, layers=32, heads=32, kv=8, head_dim=128, ffn=14336,
+                       vocab=128256, rope=500000.0, eps=1e-5, ctx=8192, tied=False, qk_norm=False),
+}
+
+# name -> (shape, weight type, type of token_embd/output, general.file_type)
+MODELS = {
+    "llama-3.2-1b-q4_0": ("llama-3.2-1b", QT.Q4_0, QT.Q4_0, 2),
+    "llama-3.2-1b-q8_0": ("llama-3.2-1b", QT.Q8_0, QT.Q8_0, 7),
+    "llama-3.2-1b-q4_k": ("llama-3.2-1b", QT.Q4_K, QT.Q6_K, 15),   # like Q4_K_M: embeddings Q6_K
+    "llama-3.2-1b-f16": ("llama-3.2-1b", QT.F16, QT.F16, 1),
+    "qwen3-0.6b-q8_0": ("qwen3-0.6b", QT.Q8_0, QT.Q8_0, 7),
+    "qwen3-0.6b-q4_0": ("qwen3-0.6b", QT.Q4_0, QT.Q4_0, 2),
+    "llama-3-8b-q4_0": ("llama-3-8b", QT.Q4_0, QT.Q4_0, 2),
+    "llama-3-8b-q8_0": ("llama-3-8b", QT.Q8_0, QT.Q8_0, 7),
+}
+DEFAULT = [n for n in MODELS if not n.startswith("llama-3-8b")]
+
+# (elements per block, bytes per block)
+BLOCK = {QT.Q4_0: (32, 18), QT.Q8_0: (32, 34), QT.Q4_K: (256, 144), QT.Q6_K: (256, 210), QT.F16: (1, 2)}
+
+
+class Gen:
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+
+    def raw(self, nbytes):
+        """nbytes of random, writable uint8 (fast: 64-bit raw draws)."""
+        words = self.rng.bit_generator.random_raw((nbytes + 7) // 8)
+        return words.view(np.uint8)[:nbytes]
+
+    def scales(self, n, mean):
+        """n finite f16 scales in [0.5, 1.5) * mean, as bytes (n, 2)."""
+        s = (self.rng.random(n, dtype=np.float32) + np.float32(0.5)) * np.float32(mean)
+        return s.astype(np.float16).view(np.uint8).reshape(n, 2)
+
+    def weight(self, qt, rows, cols):
+        """Random data for a [rows][cols] matrix (cols = K, the reduction dim)."""
+        w_std = 0.5 / math.sqrt(cols)
+        per, size = BLOCK[qt]
+        assert cols % per == 0, (qt, cols)
+        nb = rows * cols // per
+        b = self.raw(nb * size).reshape(nb, size)
+        if qt == QT.Q4_0:      # d*(q-8), q in 0..15: std 4.6 d
+            b[:, 0:2] = self.scales(nb, w_std / 4.6)
+        elif qt == QT.Q8_0:    # d*q, q int8: std 74 d
+            b[:, 0:2] = self.scales(nb, w_std / 74.0)
+        elif qt == QT.Q4_K:    # d*s*q - dmin*m; all 8 sub-block scales s = m = 8, dmin = 7.5 d
+            s = 8
+            d = self.scales(nb, w_std / 4.6 / s)
+            b[:, 0:2] = d
+            b[:, 2:4] = (d.view(np.float16) * np.float16(7.5)).view(np.uint8)
+            b[:, 4:12] = s                  # 6-bit scales/mins of sub-blocks 0..3
+            b[:, 12:16] = s | (s << 4)      # low nibbles of sub-blocks 4..7 (high bits 0)
+        elif qt == QT.Q6_K:    # d*sc*(q-32), q 6-bit: std 18.5; int8 sc = 16; d is last
+            b[:, 192:208] = 16
+            b[:, 208:210] = self.scales(nb, w_std / 18.5 / 16)
+        elif qt == QT.F16:     # random sign, magnitude in [2^e, 2^(e+1))
+            e = int(math.floor(math.log2(w_std / 1.5)))
+            h = b.reshape(-1).view(np.uint16)
+            h &= 0x83FF
+            h |= (e + 15) << 10
+            return h.reshape(rows, cols).view(np.float16)
+        return b.reshape(rows, nb // rows * size)
+
+    def norm(self, n):
+        return (1.0 + 0.02 * self.rng.standard_normal(n)).astype(np.float32)
+
+
+def vocab(n):
+    """SentencePiece-style vocabulary: <unk> <s> </s>, the 256 byte tokens, fillers."""
+    toks = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % i for i in range(256)]
+    types = [2, 3, 3] + [6] * 256
+    toks += ["\u2581t%d" % i for i in range(n - len(toks))]
+    types += [1] * (n - len(types))
+    scores = np.zeros(n, dtype=np.float32)
+    scores[259:] = -np.arange(n - 259, dtype=np.float32)
+    return toks, scores, types
+
+
+def tensor_list(c, wt, et):
+    """[(name, kind, type, rows, cols)]; kind 'w' (matrix) or 'n' (norm, cols elements)."""
+    d, hd, ff = c["dim"], c["head_dim"], c["ffn"]
+    nq, nkv = c["heads"] * hd, c["kv"] * hd
+    t = [("token_embd.weight", "w", et, c["vocab"], d)]
+    for l in range(c["layers"]):
+        p = "blk.%d." % l
+        t += [(p + "attn_norm.weight", "n", QT.F32, 1, d),
+              (p + "attn_q.weight", "w", wt, nq, d),
+              (p + "attn_k.weight", "w", wt, nkv, d),
+              (p + "attn_v.weight", "w", wt, nkv, d),
+              (p + "attn_output.weight", "w", wt, d, nq)]
+        if c["qk_norm"]:
+            t += [(p + "attn_q_norm.weight", "n", QT.F32, 1, hd),
+                  (p + "attn_k_norm.weight", "n", QT.F32, 1, hd)]
+        t += [(p + "ffn_norm.weight", "n", QT.F32, 1, d),
+              (p + "ffn_gate.weight", "w", wt, ff, d),
+              (p + "ffn_up.weight", "w", wt, ff, d),
+              (p + "ffn_down.weight", "w", wt, d, ff)]
+    t.append(("output_norm.weight", "n", QT.F32, 1, d))
+    if not c["tied"]:
+        t.append(("output.weight", "w", et, c["vocab"], d))
+    return t
+
+
+def nbytes(qt, rows, cols):
+    if qt == QT.F32:
+        return rows * cols * 4
+    per, size = BLOCK[qt]
+    return rows * cols // per * size
+
+
+def make(name, path, seed):
+    shape, wt, et, ftype = MODELS[name]
+    c = SHAPES[shape]
+    a = c["arch"]
+    w = gguf.GGUFWriter(path + ".tmp", a)
+    w.add_string("general.type", "model")
+    w.add_string("general.name", "synthetic " + name)
+    w.add_uint32("general.file_type", ftype)
+    w.add_uint32("general.quantization_version", 2)
+    w.add_uint32(a + ".block_count", c["layers"])
+    w.add_uint32(a + ".context_length", c["ctx"])
+    w.add_uint32(a + ".embedding_length", c["dim"])
+    w.add_uint32(a + ".feed_forward_length", c["ffn"])
+    w.add_uint32(a + ".attention.head_count", c["heads"])
+    w.add_uint32(a + ".attention.head_count_kv", c["kv"])
+    w.add_float32(a + ".rope.freq_base", c["rope"])
+    w.add_float32(a + ".attention.layer_norm_rms_epsilon", c["eps"])
+    w.add_uint32(a + ".attention.key_length", c["head_dim"])
+    w.add_uint32(a + ".attention.value_length", c["head_dim"])
+    w.add_uint32(a + ".rope.dimension_count", c["head_dim"])
+    w.add_uint32(a + ".vocab_size", c["vocab"])
+    toks, scores, types = vocab(c["vocab"])
+    w.add_string("tokenizer.ggml.model", "llama")
+    w.add_string("tokenizer.ggml.pre", "default")
+    w.add_array("tokenizer.ggml.tokens", toks)
+    w.add_array("tokenizer.ggml.scores", scores.tolist())
+    w.add_array("tokenizer.ggml.token_type", types)
+    w.add_uint32("tokenizer.ggml.bos_token_id", 1)
+    w.add_uint32("tokenizer.ggml.eos_token_id", 2)
+    w.add_uint32("tokenizer.ggml.unknown_token_id", 0)
+    w.add_bool("tokenizer.ggml.add_bos_token", True)
+    w.add_bool("tokenizer.ggml.add_eos_token", False)
+
+    tl = tensor_list(c, wt, et)
+    for tn, kind, qt, rows, cols in tl:
+        if qt == QT.F32:
+            w.add_tensor_info(tn, (cols,), np.dtype(np.float32), nbytes(qt, rows, cols))
+        elif qt == QT.F16:
+            w.add_tensor_info(tn, (rows, cols), np.dtype(np.float16), nbytes(qt, rows, cols))
+        else:
+            nb = nbytes(qt, rows, cols)
+            w.add_tensor_info(tn, (rows, nb // rows), np.dtype(np.uint8), nb, raw_dtype=qt)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    g = Gen(seed)
+    for tn, kind, qt, rows, cols in tl:
+        w.write_tensor_data(g.norm(cols) if kind == "n" else g.weight(qt, rows, cols))
+    w.close()
+    os.replace(path + ".tmp", path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("outdir")
+    ap.add_argument("--only", nargs="+", metavar="NAME", help="models to write (default: %s)" % " ".join(DEFAULT))
+    ap.add_argument("--force", action="store_true", help="rewrite files that exist")
+    ap.add_argument("--list", action="store_true", help="list the model names and exit")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    if args.list:
+        for n in MODELS:
+            print(n + ("" if n in DEFAULT else "   (only with --only)"))
+        return 0
+    names = args.only or DEFAULT
+    bad = [n for n in names if n not in MODELS]
+    if bad:
+        sys.exit("unknown model(s): %s; known: %s" % (" ".join(bad), " ".join(MODELS)))
+    os.makedirs(args.outdir, exist_ok=True)
+    for i, n in enumerate(names):
+        path = os.path.join(args.outdir, "bench-%s.gguf" % n)
+        if os.path.exists(path) and not args.force:
+            print("%s: exists" % path)
+            continue
+        t0 = time.time()
+        make(n, path, args.seed + i)
+        print("%s: %.2f GB in %.1f s" % (path, os.path.getsize(path) / 1e9, time.time() - t0), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
