@@ -98,23 +98,32 @@ int main(void) {
             ak_err err = {{0}};
             if (ak_model_load(ak_fixture(rel), &m, &err)) { CHECK(0, "%s: %s", rel, err.msg); continue; }
             size_t n = (size_t)n_prompt * ak_model_vocab(m);
-            float *lg = run_logits(m, 0, false, false, AK_KV_F32);
-            if (lg) {
-                double e = ak_rel_l2(lg, ref, n);
-                printf("%-8s %-5s rel_l2 %.3g (tol %.0e)\n", name, tols[ti].type, e, tols[ti].tol);
-                CHECK(e <= tols[ti].tol, "%s %s: rel L2 %.3g > %.0e", name, tols[ti].type, e, tols[ti].tol);
-                /* chunk sizes and the decode table give the same logits; so does the unfused table */
-                struct { int chunk; bool decode, unfused; const char *what; } v[] = {
-                    {1, false, false, "chunk 1"}, {5, false, false, "chunk 5"}, {24, false, false, "chunk 24"},
-                    {0, true, false, "decode"}, {7, false, true, "unfused chunk 7"}, {0, true, true, "unfused decode"}};
-                for (size_t k = 0; k < sizeof v / sizeof *v; k++) {
-                    float *o = run_logits(m, v[k].chunk, v[k].decode, v[k].unfused, AK_KV_F32);
-                    if (!o) continue;
-                    double d = ak_rel_l2(o, lg, n);
-                    CHECK(d <= 1e-5, "%s %s: %s differs from prefill by %.3g", name, tols[ti].type, v[k].what, d);
-                    free(o);
+            /* Quantized weights take 8-bit activations by default; AKUNU_ACT_F32 keeps them
+             * float. Float: chunking, decode and the unfused table agree to 1e-5. 8-bit: an
+             * activation code can round the other way when upstream sums differ by 1e-7,
+             * which these tiny models amplify, so they agree to 5e-3 (measured <= 1.8e-3). */
+            bool quant = !strcmp(tols[ti].type, "q8_0");
+            for (int mode = 0; mode < (quant ? 2 : 1); mode++) {
+                if (mode) setenv("AKUNU_ACT_F32", "1", 1);
+                double agree = quant && !mode ? 5e-3 : 1e-5;
+                float *lg = run_logits(m, 0, false, false, AK_KV_F32);
+                if (lg) {
+                    double e = ak_rel_l2(lg, ref, n);
+                    printf("%-8s %-5s %s rel_l2 %.3g (tol %.0e)\n", name, tols[ti].type, quant ? (mode ? "f32-act" : "int8-act") : "", e, tols[ti].tol);
+                    CHECK(e <= tols[ti].tol, "%s %s: rel L2 %.3g > %.0e", name, tols[ti].type, e, tols[ti].tol);
+                    struct { int chunk; bool decode, unfused; const char *what; } v[] = {
+                        {1, false, false, "chunk 1"}, {5, false, false, "chunk 5"}, {24, false, false, "chunk 24"},
+                        {0, true, false, "decode"}, {7, false, true, "unfused chunk 7"}, {0, true, true, "unfused decode"}};
+                    for (size_t k = 0; k < sizeof v / sizeof *v; k++) {
+                        float *o = run_logits(m, v[k].chunk, v[k].decode, v[k].unfused, AK_KV_F32);
+                        if (!o) continue;
+                        double d = ak_rel_l2(o, lg, n);
+                        CHECK(d <= agree, "%s %s: %s differs from prefill by %.3g", name, tols[ti].type, v[k].what, d);
+                        free(o);
+                    }
+                    free(lg);
                 }
-                free(lg);
+                unsetenv("AKUNU_ACT_F32");
             }
             if (strcmp(tols[ti].type, "q8_0") != 0) greedy(m, name, tols[ti].type, AK_KV_F32);
             if (!strcmp(tols[ti].type, "f16")) {

@@ -2,8 +2,11 @@
  * Hugging Face f32 logits: prefill (GEMM path) over the 24 manifest prompt ids, and
  * token-by-token decode (GEMV path, the per-dtype dot kernels) over the same ids.
  * Each figure must stay under the type's tolerance, picked from measurement with a
- * margin. With SIMD on, decode is also replayed at the scalar level: the fast kernels
- * must agree with the reference dequantize-then-dot path to 1e-4 (relative L2). */
+ * margin. With SIMD on, decode is also replayed at the scalar level: with float
+ * activations the fast kernels must agree with the reference path to 1e-4 (relative L2);
+ * with 8-bit activations (the default for quantized weights) a code that a 1e-7
+ * difference upstream rounds the other way moves these tiny models' logits by up to
+ * ~1e-2, so there the bound is a fifth of the type's tolerance. */
 #include <stdlib.h>
 #include <string.h>
 #include "akunu.h"
@@ -104,7 +107,19 @@ static void run(const char *model, const char *type, double tol, const int32_t *
             ak_cpu_simd = level;
             CHECK(st == AK_OK, "%s: scalar decode: %s", path, err.msg);
             double es = ak_rel_l2(dec, dec0, (size_t)NTOK * VOCAB);
-            printf("  simd-vs-scalar=%.2g", es);
+            printf("  simd-vs-scalar int8=%.2g", es);
+            CHECK(es <= 0.2 * tol, "%s %s SIMD decode differs from scalar (8-bit activations): rel_l2 %.3g", model, type, es);
+            /* float activations: the same arithmetic up to summation order */
+            int f32 = ak_cpu_act_f32;
+            ak_cpu_act_f32 = 1;
+            st = run_decode(s, ids, dec, &err);
+            ak_cpu_simd = 0;
+            if (!st) st = run_decode(s, ids, dec0, &err);
+            ak_cpu_simd = level;
+            ak_cpu_act_f32 = f32;
+            CHECK(st == AK_OK, "%s: float-activation decode: %s", path, err.msg);
+            es = ak_rel_l2(dec, dec0, (size_t)NTOK * VOCAB);
+            printf(" f32=%.2g", es);
             CHECK(es <= SIMD_VS_SCALAR_TOL, "%s %s SIMD decode differs from scalar: rel_l2 %.3g", model, type, es);
         }
         printf("\n");

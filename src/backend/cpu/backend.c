@@ -37,7 +37,7 @@ size_t ak_cpu_attn_scratch(const ak_p_attn *p, int prefill);
 
 size_t ak_cpu_scratch_need(int kernel, const void *params) {
     switch (kernel) {
-    case AK_K_GEMV: case AK_K_GEMM: return (size_t)((const ak_p_mm *)params)->K;
+    case AK_K_GEMV: case AK_K_GEMM: return ak_cpu_mm_scratch(params, kernel == AK_K_GEMM);
     case AK_K_GEMV_ACT_DOWN: return 2 * (size_t)((const ak_p_act_down *)params)->K;
     case AK_K_ADD_NORM: return (size_t)((const ak_p_norm *)params)->dim;
     case AK_K_EMBED: return (size_t)((const ak_p_embed *)params)->dim;

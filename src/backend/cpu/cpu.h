@@ -4,6 +4,7 @@
 #define AK_CPU_H
 #include <stdint.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include "core/dtype.h"
 #include "core/kernels.h"
 
@@ -30,8 +31,11 @@ static inline void ak_split(int64_t n, int ith, int nth, int64_t *lo, int64_t *h
     *hi = n * (ith + 1) / nth;
 }
 
-/* SIMD level chosen at run time: 0 scalar, 1 AVX2+FMA+F16C, 2 AVX-512 (F, BW, VL). */
+/* SIMD level chosen at run time: 0 scalar, 1 AVX2+FMA+F16C, 2 AVX-512 (F, BW, VL).
+ * ak_cpu_vnni: 0 none, 1 AVX512-VNNI (+VL, used on 256-bit vectors), 2 AVX-VNNI; only
+ * read when ak_cpu_simd >= 1. AKUNU_SCALAR=1 forces 0/0, AKUNU_NO_VNNI=1 forces vnni 0. */
 extern int ak_cpu_simd;
+extern int ak_cpu_vnni;
 void ak_cpu_detect(void);
 
 /* dot(row of W in dtype t, x) over K values; scratch holds K floats for the generic path. */
@@ -39,6 +43,47 @@ typedef float (*ak_dot_fn)(int64_t K, const void *w, const float *x, float *scra
 ak_dot_fn ak_cpu_dot(ak_dtype t);
 float ak_dot_ref(ak_dtype t, int64_t K, const void *w, const float *x, float *scratch);
 float ak_dot_f32(int64_t K, const float *a, const float *b);
+
+/* ---- int8 activations (quant_act.c, dotq_x86.c) ----
+ * x is quantized per 32 values: d = max|x|/127, q = round(x/d), so every value is off
+ * by at most d/2 and a dot with weights w is off by at most sum_i |w_i| d_blk(i) / 2.
+ * s holds d * (sum of q) for each 16 values (the weights' min terms) and m8 the
+ * offset term of Q4_0 codes, -8 * (sum of q) for each 4 values (one int32 VNNI lane). */
+typedef struct {
+    int8_t *q;     /* K */
+    float *d;      /* K/32 */
+    float *s;      /* K/16 */
+    int32_t *m8;   /* K/4 */
+} ak_xq;
+size_t ak_xq_bytes(int64_t K);                       /* K a multiple of 32 */
+void ak_xq_quantize(const float *x, int64_t K, void *buf, ak_xq *out); /* buf 4-aligned */
+void ak_xq_quantize_ref(const float *x, int64_t K, void *buf, ak_xq *out);
+
+/* The ggml block types (Q4_0..Q6_K) multiply int8-quantized activations at every
+ * level: the scalar reference dequantizes the weights and multiplies d * q of x.
+ * ak_cpu_act_f32 (env AKUNU_ACT_F32=1) keeps float activations everywhere instead. */
+extern int ak_cpu_act_f32;
+bool ak_act_q8(ak_dtype t);
+/* dot(row of W, quantized x). At SIMD levels NULL where the dtype has no int8 kernel:
+ * then the float kernel (ak_cpu_dot) runs against ak_xq_dequant(x). */
+typedef float (*ak_dotq_fn)(int64_t K, const void *w, const ak_xq *x);
+ak_dotq_fn ak_cpu_dotq(ak_dtype t);
+ak_dotq_fn ak_dotq_reference(ak_dtype t);
+void ak_xq_dequant(const float *x, int64_t K, float *xh);
+
+/* A weight row unpacked for the int8 GEMM: w[i] = a[i/16] * q[i] + b[i/16], with q
+ * signed (offset removed), a expanded to 8 floats per 32 values ([a_lo x4, a_hi x4],
+ * the layout of an 8 x int32 VNNI sum), nc[i/4] = -128 * (q[i..i+3] summed). */
+typedef struct {
+    int8_t *q;     /* K */
+    int32_t *nc;   /* K/4 */
+    float *a;      /* K/4 */
+    float *b;      /* K/16 */
+} ak_prow;
+size_t ak_prow_bytes(int64_t K);
+void ak_unpack_row(ak_dtype t, const void *w, int64_t K, void *buf, ak_prow *out);
+/* out[r * ldo + c] = dot(prow r, xq c) for r < mr, c < nr (int8 GEMM tile). */
+void ak_gemm_q8_tile(int64_t K, const ak_prow *w, int mr, const ak_xq *x, int nr, float *out, int ldo);
 
 float ak_act_apply(int act, float x);
 
@@ -57,6 +102,8 @@ void ak_cpu_argmax(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls);
 
 /* Scratch floats a command needs per thread. */
 size_t ak_cpu_scratch_need(int kernel, const void *params);
+/* Scratch floats of GEMV (gemm 0) and GEMM (gemm 1) commands (matmul.c). */
+size_t ak_cpu_mm_scratch(const ak_p_mm *p, int gemm);
 
 #define AK_ATTN_QB 16   /* prefill attention tile: queries */
 #define AK_ATTN_KB 64   /* prefill attention tile: keys */

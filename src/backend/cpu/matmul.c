@@ -1,24 +1,88 @@
 /* GEMV (decode) and GEMM (prefill) over weight rows of any dtype, with up to three
- * matrices writing side by side (fused QKV, gate+up), and the fused activation+down GEMV. */
+ * matrices writing side by side (fused QKV, gate+up), and the fused activation+down GEMV.
+ * The ggml block types multiply int8-quantized activations (cpu.h): x is quantized
+ * once per call into each thread's scratch (K values: cheap next to the thread's share
+ * of the weights), then integer dot products run (quant_act.c, dotq_impl.h). */
 #include "backend/cpu/cpu.h"
 #include <stdbool.h>
+#include <string.h>
 
 #define AK_GEMM_DIRECT_ROWS 8
+#define AK_GEMM_MR 4           /* weight rows unpacked per int8 GEMM panel */
+#define AK_GEMM_NR 4           /* activation rows per tile call */
+
+/* Bytes the int8 GEMM needs per thread: n quantized activation rows and the panel. */
+static size_t gemm_q8_bytes(int n, int64_t K) {
+    return (size_t)n * (sizeof(ak_xq) + ak_xq_bytes(K)) + AK_GEMM_MR * ak_prow_bytes(K) + 16;
+}
+
+size_t ak_cpu_mm_scratch(const ak_p_mm *p, int gemm) {
+    size_t f = (size_t)p->K;
+    if (gemm && p->K % 32 == 0) {
+        size_t q = (gemm_q8_bytes(p->n, p->K) + 3) / 4;
+        if (q > f) f = q;
+    }
+    return f;
+}
 
 typedef struct {
     const uint8_t *w[3];
+    ak_dtype t[3];
     ak_dot_fn dot[3];
     size_t row_bytes[3];
     int32_t start[4];      /* first output column of each segment; start[nseg] = total */
+    int nseg;
 } segs;
 
 static void seg_init(segs *s, const ak_cpu_cmd *c, const ak_p_mm *p) {
-    s->start[0] = 0;
+    memset(s, 0, sizeof *s);
+    s->nseg = p->nseg;
     for (int i = 0; i < p->nseg; i++) {
         s->w[i] = c->b[i];
-        s->dot[i] = ak_cpu_dot((ak_dtype)p->dtype[i]);
-        s->row_bytes[i] = ak_dtype_row_bytes((ak_dtype)p->dtype[i], p->K);
+        s->t[i] = (ak_dtype)p->dtype[i];
+        s->dot[i] = ak_cpu_dot(s->t[i]);
+        s->row_bytes[i] = ak_dtype_row_bytes(s->t[i], p->K);
         s->start[i + 1] = s->start[i] + p->N[i];
+    }
+    for (int i = p->nseg + 1; i < 4; i++) s->start[i] = INT32_MAX;
+}
+
+/* The form of x a dtype multiplies: as is, int8 codes, or int8 codes as floats (block
+ * types without an int8 kernel at this level). */
+enum { X_FLOAT, X_Q8, X_HAT };
+
+static int x_form(ak_dtype t, ak_dotq_fn *dq) {
+    *dq = NULL;
+    if (!ak_act_q8(t)) return X_FLOAT;
+    *dq = ak_cpu_dotq(t);
+    return *dq ? X_Q8 : X_HAT;
+}
+
+/* y[j] = W_seg(j) x (+ bias for segment 0) for rows [lo, hi) against one activation
+ * row. The scratch (at least K floats) holds x in the form each segment needs. */
+static void gemv_rows(const segs *s, int64_t K, const float *x, float *y, const float *bias,
+                      int64_t lo, int64_t hi, float *scratch) {
+    int have = -1, g = 0;
+    ak_xq xq;
+    for (int64_t j = lo; j < hi;) {
+        while (g < 2 && j >= s->start[g + 1]) g++;
+        int64_t end = hi < s->start[g + 1] ? hi : s->start[g + 1];
+        ak_dotq_fn dq;
+        int form = x_form(s->t[g], &dq);
+        if (form != have) {
+            if (form == X_Q8) ak_xq_quantize(x, K, scratch, &xq);
+            else if (form == X_HAT) ak_xq_dequant(x, K, scratch);
+            have = form;
+        }
+        for (; j < end; j++) {
+            int64_t r = j - s->start[g];
+            const uint8_t *wr = s->w[g] + (size_t)r * s->row_bytes[g];
+            float v = form == X_Q8 ? dq(K, wr, &xq)
+                    : form == X_HAT ? s->dot[g](K, wr, scratch, NULL)
+                    : s->dot[g](K, wr, x, scratch);
+            if (bias && g == 0) v += bias[r];
+            y[j] = v;
+        }
     }
 }
 
@@ -26,48 +90,96 @@ void ak_cpu_gemv(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
     const ak_p_mm *p = (const ak_p_mm *)c->p;
     segs s;
     seg_init(&s, c, p);
-    const float *x = c->b[3], *bias = c->b[5];
-    float *y = c->b[4];
     int64_t lo, hi;
     ak_split(s.start[p->nseg], ith, nth, &lo, &hi);
+    gemv_rows(&s, p->K, c->b[3], c->b[4], p->has_bias ? c->b[5] : NULL, lo, hi, tls->scratch);
+}
+
+/* Int8 GEMM: every thread quantizes all n activation rows, then for each group of up
+ * to MR of its weight rows (one segment) unpacks them once into a panel and runs
+ * MR x NR tiles over the activation rows: weights are read once, activations from cache.
+ * Few rows with fused kernels for every segment: those, without unpacking. */
+static void gemm_q8(const ak_p_mm *p, const segs *s, int n, const float *x, float *y, const float *bias,
+                    int64_t lo, int64_t hi, ak_cpu_tls *tls) {
+    int64_t K = p->K;
+    ak_xq *xq = (ak_xq *)tls->scratch;
+    uint8_t *sp = (uint8_t *)(xq + n);
+    for (int i = 0; i < n; i++, sp += ak_xq_bytes(K)) ak_xq_quantize(x + (size_t)i * p->ld_x, K, sp, &xq[i]);
+    ak_dotq_fn dq[3] = {0};
+    bool direct = n <= AK_GEMM_DIRECT_ROWS;
+    for (int i = 0; i < s->nseg; i++) direct &= (dq[i] = ak_cpu_dotq(s->t[i])) != NULL;
     int g = 0;
-    for (int64_t j = lo; j < hi; j++) {
-        while (j >= s.start[g + 1]) g++;
-        int64_t r = j - s.start[g];
-        float v = s.dot[g](p->K, s.w[g] + (size_t)r * s.row_bytes[g], x, tls->scratch);
-        if (p->has_bias && g == 0) v += bias[r];
-        y[j] = v;
+    if (direct) {
+        for (int64_t j = lo; j < hi; j++) {
+            while (g < 2 && j >= s->start[g + 1]) g++;
+            int64_t r = j - s->start[g];
+            const uint8_t *wr = s->w[g] + (size_t)r * s->row_bytes[g];
+            float b = bias && g == 0 ? bias[r] : 0.f;
+            for (int i = 0; i < n; i++) y[(size_t)i * p->ld_y + j] = dq[g](K, wr, &xq[i]) + b;
+        }
+        return;
+    }
+    ak_prow pr[AK_GEMM_MR];
+    float out[AK_GEMM_MR * AK_GEMM_NR];
+    for (int64_t j = lo; j < hi;) {
+        while (g < 2 && j >= s->start[g + 1]) g++;
+        int64_t r0 = j - s->start[g];
+        int mr = (int)(hi - j < AK_GEMM_MR ? hi - j : AK_GEMM_MR);
+        if (mr > s->start[g + 1] - j) mr = (int)(s->start[g + 1] - j);
+        for (int r = 0; r < mr; r++)
+            ak_unpack_row(s->t[g], s->w[g] + (size_t)(r0 + r) * s->row_bytes[g], K, sp + (size_t)r * ak_prow_bytes(K), &pr[r]);
+        for (int c0 = 0; c0 < n; c0 += AK_GEMM_NR) {
+            int nr = n - c0 < AK_GEMM_NR ? n - c0 : AK_GEMM_NR;
+            ak_gemm_q8_tile(K, pr, mr, xq + c0, nr, out, AK_GEMM_NR);
+            for (int r = 0; r < mr; r++) {
+                float b = bias && g == 0 ? bias[r0 + r] : 0.f;
+                for (int cc = 0; cc < nr; cc++) y[(size_t)(c0 + cc) * p->ld_y + j + r] = out[r * AK_GEMM_NR + cc] + b;
+            }
+        }
+        j += mr;
     }
 }
 
-/* Each thread takes a slice of weight rows, dequantizes a row once and multiplies it
- * with every activation row, so weights stream through once per chunk. */
+/* Float weights: each thread takes a slice of weight rows, dequantizes a row once and
+ * multiplies it with every activation row, so weights stream through once per chunk. */
+static void gemm_float(const ak_p_mm *p, const segs *s, int n, const float *x, float *y, const float *bias,
+                       int64_t lo, int64_t hi, float *row) {
+    bool direct = n <= AK_GEMM_DIRECT_ROWS;
+    int g = 0;
+    for (int64_t j = lo; j < hi; j++) {
+        while (g < 2 && j >= s->start[g + 1]) g++;
+        int64_t r = j - s->start[g];
+        const uint8_t *wr = s->w[g] + (size_t)r * s->row_bytes[g];
+        float b = bias && g == 0 ? bias[r] : 0.f;
+        if (direct) {
+            for (int i = 0; i < n; i++) y[(size_t)i * p->ld_y + j] = s->dot[g](p->K, wr, x + (size_t)i * p->ld_x, row) + b;
+            continue;
+        }
+        ak_dtype_info[s->t[g]].dequant(wr, row, p->K);
+        for (int i = 0; i < n; i++) y[(size_t)i * p->ld_y + j] = ak_dot_f32(p->K, row, x + (size_t)i * p->ld_x) + b;
+    }
+}
+
 void ak_cpu_gemm(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
     const ak_p_mm *p = (const ak_p_mm *)c->p;
     segs s;
     seg_init(&s, c, p);
-    const float *x = c->b[3], *bias = c->b[5];
+    const float *x = c->b[3], *bias = p->has_bias ? c->b[5] : NULL;
     float *y = c->b[4];
     int n = p->n;
     if (p->last_only) { x += (size_t)(n - 1) * p->ld_x; n = 1; }
     int64_t lo, hi;
     ak_split(s.start[p->nseg], ith, nth, &lo, &hi);
-    int g = 0;
-    float *row = tls->scratch;
-    /* Few rows: the fused dequantize-and-dot kernels beat the reference dequantizer. */
-    bool direct = n <= AK_GEMM_DIRECT_ROWS;
-    for (int64_t j = lo; j < hi; j++) {
-        while (j >= s.start[g + 1]) g++;
-        int64_t r = j - s.start[g];
-        const uint8_t *wr = s.w[g] + (size_t)r * s.row_bytes[g];
-        float b = p->has_bias && g == 0 ? bias[r] : 0.f;
-        if (direct) {
-            for (int i = 0; i < n; i++) y[(size_t)i * p->ld_y + j] = s.dot[g](p->K, wr, x + (size_t)i * p->ld_x, row) + b;
-            continue;
-        }
-        ak_dtype_info[p->dtype[g]].dequant(wr, row, p->K);
-        for (int i = 0; i < n; i++) y[(size_t)i * p->ld_y + j] = ak_dot_f32(p->K, row, x + (size_t)i * p->ld_x) + b;
+    int nq = 0;
+    for (int i = 0; i < p->nseg; i++) nq += ak_act_q8(s.t[i]);
+    if (nq == 0) { gemm_float(p, &s, n, x, y, bias, lo, hi, tls->scratch); return; }
+    if (nq == p->nseg && tls->scratch_n * sizeof(float) >= gemm_q8_bytes(n, p->K)) {
+        gemm_q8(p, &s, n, x, y, bias, lo, hi, tls);
+        return;
     }
+    /* mixed segments or a small scratch: row by row, as decode would */
+    for (int i = 0; i < n; i++)
+        gemv_rows(&s, p->K, x + (size_t)i * p->ld_x, y + (size_t)i * p->ld_y, bias, lo, hi, tls->scratch);
 }
 
 /* Every thread builds act(g) * u for the whole row in its scratch (K floats: cheap next
@@ -75,12 +187,12 @@ void ak_cpu_gemm(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
 void ak_cpu_gemv_act_down(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
     const ak_p_act_down *p = (const ak_p_act_down *)c->p;
     const float *gu = c->b[1];
-    float *y = c->b[2], *h = tls->scratch, *tmp = tls->scratch + p->K;
+    float *h = tls->scratch;
     for (int k = 0; k < p->K; k++) h[k] = ak_act_apply(p->act, gu[k]) * gu[p->K + k];
-    ak_dot_fn dot = ak_cpu_dot((ak_dtype)p->dtype);
-    size_t rb = ak_dtype_row_bytes((ak_dtype)p->dtype, p->K);
-    const uint8_t *w = c->b[0];
+    segs s = {.w = {c->b[0]}, .t = {(ak_dtype)p->dtype}, .start = {0, p->N, INT32_MAX, INT32_MAX}, .nseg = 1};
+    s.dot[0] = ak_cpu_dot(s.t[0]);
+    s.row_bytes[0] = ak_dtype_row_bytes(s.t[0], p->K);
     int64_t lo, hi;
     ak_split(p->N, ith, nth, &lo, &hi);
-    for (int64_t j = lo; j < hi; j++) y[j] = dot(p->K, w + (size_t)j * rb, h, tmp);
+    gemv_rows(&s, p->K, h, c->b[2], NULL, lo, hi, tls->scratch + p->K);
 }

@@ -1,0 +1,248 @@
+/* Int8-activation kernels, written once and compiled per instruction set by dotq_x86.c:
+ * it defines TGT (the target attribute), SFX (the name suffix) and VNNI (0: AVX2
+ * maddubs, 1: AVX512-VNNI on 256-bit vectors, 2: AVX-VNNI) and includes this file.
+ * Each 32-value block gives an exact int32 sum of weight codes times x codes; the block
+ * scales multiply its float conversion. Layouts: core/quants.c. */
+#define CAT2_(a, b) a##_##b
+#define CAT2(a, b) CAT2_(a, b)
+#define F(name) CAT2(name, SFX)
+
+#if VNNI == 1
+#define DPBUSD(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
+#elif VNNI == 2
+#define DPBUSD(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
+#endif
+
+TGT static inline float F(f16_at)(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+TGT static inline float F(hsum)(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+/* Sums of u*s over each 4 bytes, u unsigned (at most 128), s signed: 8 x int32. */
+TGT static inline __m256i F(idot_u)(__m256i u, __m256i s) {
+#if VNNI
+    return DPBUSD(_mm256_setzero_si256(), u, s);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+
+/* acc + sums of u*s over each 4 bytes. */
+TGT static inline __m256i F(idot_acc)(__m256i acc, __m256i u, __m256i s) {
+#if VNNI
+    return DPBUSD(acc, u, s);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+#endif
+}
+
+/* Signed times signed: |w| times x with w's sign (w = -128 is not a ggml code). */
+TGT static inline __m256i F(idot_s)(__m256i w, __m256i x) {
+    return F(idot_u)(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+}
+
+/* 16 bytes of nibbles -> 32 codes: low nibbles are values 0-15, high nibbles 16-31. */
+TGT static inline __m256i F(nib32)(const uint8_t *qs) {
+    __m128i v = _mm_loadu_si128((const __m128i *)qs);
+    __m256i t = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
+    return _mm256_and_si256(t, _mm256_set1_epi8(0xF));
+}
+
+/* Bit i of the 32-bit word at p -> 0x10 in byte i (the fifth bit of a Q5 code). */
+TGT static inline __m256i F(bit4)(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)v), spread);
+    b = _mm256_cmpeq_epi8(_mm256_and_si256(b, sel), sel);
+    return _mm256_and_si256(b, _mm256_set1_epi8(0x10));
+}
+
+/* ---- GEMV: one weight row against quantized x ----
+ * Per block: acc += float(isum) * d * dx. Offset codes (Q4_0: -8, Q5_0: -16) start
+ * isum at OFF/8 * m8 (exact, in int32); the min of Q4_1/Q5_1 adds m * dx * sum(q_x)
+ * as a scalar. Two blocks per step, two accumulators. */
+#define DOTQ32(NAME, BYTES, CODES, SIGNED, MIN_AT, OFF)                                     \
+    TGT static inline __m256 F(NAME##_blk)(const uint8_t *p, const ak_xq *x, int64_t b,    \
+                                           __m256 acc, float *corr) {                       \
+        __m256i xv = _mm256_loadu_si256((const __m256i *)(x->q + 32 * b));                  \
+        __m256i u = CODES, is;                                                              \
+        if (SIGNED) is = F(idot_s)(u, xv);                                                  \
+        else if (OFF) {                                                                     \
+            __m256i m = _mm256_loadu_si256((const __m256i *)(x->m8 + 8 * b));               \
+            if ((OFF) == 16) m = _mm256_add_epi32(m, m);                                     \
+            is = F(idot_acc)(m, u, xv);                                                     \
+        } else is = F(idot_u)(u, xv);                                                       \
+        float d = F(f16_at)(p);                                                             \
+        if ((MIN_AT) > 0) *corr += F(f16_at)(p + (MIN_AT)) * (x->s[2 * b] + x->s[2 * b + 1]); \
+        return _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(d * x->d[b]), acc);  \
+    }                                                                                       \
+    TGT static float F(NAME)(int64_t K, const void *w, const ak_xq *x) {                    \
+        const uint8_t *p = w;                                                               \
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0;                                           \
+        float c0 = 0, c1 = 0;                                                               \
+        int64_t nb = K / 32, b = 0;                                                         \
+        for (; b + 2 <= nb; b += 2, p += 2 * (BYTES)) {                                     \
+            a0 = F(NAME##_blk)(p, x, b, a0, &c0);                                           \
+            a1 = F(NAME##_blk)(p + (BYTES), x, b + 1, a1, &c1);                             \
+        }                                                                                   \
+        if (b < nb) a0 = F(NAME##_blk)(p, x, b, a0, &c0);                                   \
+        return F(hsum)(_mm256_add_ps(a0, a1)) + (c0 + c1);                                  \
+    }
+
+DOTQ32(dotq_q4_0, 18, F(nib32)(p + 2), 0, 0, 8)
+DOTQ32(dotq_q4_1, 20, F(nib32)(p + 4), 0, 2, 0)
+DOTQ32(dotq_q5_0, 22, _mm256_or_si256(F(nib32)(p + 6), F(bit4)(p + 2)), 0, 0, 16)
+DOTQ32(dotq_q5_1, 24, _mm256_or_si256(F(nib32)(p + 8), F(bit4)(p + 4)), 0, 2, 0)
+DOTQ32(dotq_q8_0, 34, _mm256_loadu_si256((const __m256i *)(p + 2)), 1, 0, 0)
+
+const ak_dotq_fn F(ak_dotq)[AK_DTYPE_COUNT] = {
+    [AK_Q4_0] = F(dotq_q4_0), [AK_Q4_1] = F(dotq_q4_1), [AK_Q5_0] = F(dotq_q5_0),
+    [AK_Q5_1] = F(dotq_q5_1), [AK_Q8_0] = F(dotq_q8_0),
+};
+
+/* ---- GEMM tile: MR unpacked weight rows x NR quantized activation rows ----
+ * VNNI: dpbusd(nc, x ^ 0x80, q) = sum (x + 128) q - 128 sum q = sum x q, exactly.
+ * AVX2: maddubs(|q|, x with q's sign), then pairs summed by madd. */
+TGT static inline float F(fdot)(int64_t n, const float *a, const float *b) {
+    __m256 s = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) s = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s);
+    float r = F(hsum)(s);
+    for (; i < n; i++) r += a[i] * b[i];
+    return r;
+}
+
+#define TILE(MR_, NR_)                                                                          \
+    TGT static void F(tile_##MR_##x##NR_)(int64_t K, const ak_prow *w, const ak_xq *x, float *out, \
+                                          int ldo) {                                            \
+        __m256 acc[MR_][NR_];                                                                   \
+        for (int r = 0; r < MR_; r++)                                                           \
+            for (int c = 0; c < NR_; c++) acc[r][c] = _mm256_setzero_ps();                      \
+        for (int64_t b = 0; b < K / 32; b++) {                                                  \
+            __m256i xv[NR_];                                                                    \
+            __m256 dx[NR_];                                                                     \
+            for (int c = 0; c < NR_; c++) {                                                     \
+                xv[c] = _mm256_loadu_si256((const __m256i *)(x[c].q + 32 * b));                 \
+                if (VNNI) xv[c] = _mm256_xor_si256(xv[c], _mm256_set1_epi8((char)0x80));        \
+                dx[c] = _mm256_broadcast_ss(x[c].d + b);                                        \
+            }                                                                                   \
+            for (int r = 0; r < MR_; r++) {                                                     \
+                __m256i qv = _mm256_loadu_si256((const __m256i *)(w[r].q + 32 * b));            \
+                __m256 av = _mm256_loadu_ps(w[r].a + 8 * b);                                    \
+                TILE_PREP_ROW                                                                   \
+                for (int c = 0; c < NR_; c++) {                                                 \
+                    __m256i is = TILE_IDOT;                                                     \
+                    acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(av, dx[c]), acc[r][c]); \
+                }                                                                               \
+            }                                                                                   \
+        }                                                                                       \
+        for (int r = 0; r < MR_; r++)                                                           \
+            for (int c = 0; c < NR_; c++)                                                       \
+                out[r * ldo + c] = F(hsum)(acc[r][c]) + F(fdot)(K / 16, w[r].b, x[c].s);        \
+    }
+
+#if VNNI
+#define TILE_PREP_ROW __m256i nc = _mm256_loadu_si256((const __m256i *)(w[r].nc + 8 * b));
+#define TILE_IDOT DPBUSD(nc, xv[c], qv)
+#else
+#define TILE_PREP_ROW __m256i aq = _mm256_sign_epi8(qv, qv);
+#define TILE_IDOT _mm256_madd_epi16(_mm256_maddubs_epi16(aq, _mm256_sign_epi8(xv[c], qv)), _mm256_set1_epi16(1))
+#endif
+
+TILE(1, 1)
+#if VNNI == 1
+TILE(4, 4)
+#define TMR 4
+#define TNR 4
+#else
+TILE(4, 2)
+#define TMR 4
+#define TNR 2
+#endif
+
+TGT void F(ak_gemm_q8_tile)(int64_t K, const ak_prow *w, int mr, const ak_xq *x, int nr, float *out, int ldo) {
+    if (mr == TMR && nr == TNR) {
+#if VNNI == 1
+        F(tile_4x4)(K, w, x, out, ldo);
+#else
+        F(tile_4x2)(K, w, x, out, ldo);
+#endif
+        return;
+    }
+    for (int r = 0; r < mr; r++)
+        for (int c = 0; c < nr; c++) F(tile_1x1)(K, w + r, x + c, out + r * ldo + c, ldo);
+}
+
+#if VNNI == 0
+/* Quantize x per 32 values (see cpu.h); matches ak_xq_quantize_ref bit for bit:
+ * x * (1/d) rounded to nearest even. */
+TGT void F(ak_xq_quantize)(const float *x, int64_t K, ak_xq *o) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t b = 0; b < K / 32; b++, x += 32) {
+        __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
+        __m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
+        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                                 _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+        float amax = _mm_cvtss_f32(h), d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        __m256 vid = _mm256_set1_ps(id);
+        __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, vid)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, vid));
+        __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, vid)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, vid));
+        __m256i lo = _mm256_add_epi32(i0, i1), hi = _mm256_add_epi32(i2, i3);
+        __m256i t = _mm256_hadd_epi32(lo, hi);   /* per 128-bit lane: lo pairs, hi pairs */
+        t = _mm256_hadd_epi32(t, t);
+        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+        __m256i q = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+        _mm256_storeu_si256((__m256i *)(o->q + 32 * b), _mm256_permutevar8x32_epi32(q, perm));
+        __m256i g4 = _mm256_hadd_epi32(_mm256_hadd_epi32(i0, i1), _mm256_hadd_epi32(i2, i3));
+        g4 = _mm256_permutevar8x32_epi32(g4, perm);   /* sums of values 4g..4g+3 */
+        _mm256_storeu_si256((__m256i *)(o->m8 + 8 * b), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(g4, 3)));
+        o->d[b] = d;
+        o->s[2 * b] = d * (float)_mm_cvtsi128_si32(s);
+        o->s[2 * b + 1] = d * (float)_mm_extract_epi32(s, 1);
+    }
+}
+
+TGT void F(ak_xq_dequant)(const float *x, int64_t K, float *xh) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t b = 0; b < K / 32; b++, x += 32, xh += 32) {
+        __m256 v[4], m = _mm256_setzero_ps();
+        for (int i = 0; i < 4; i++) {
+            v[i] = _mm256_loadu_ps(x + 8 * i);
+            m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[i]));
+        }
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+        float amax = _mm_cvtss_f32(h), d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        __m256 vid = _mm256_set1_ps(id), vd = _mm256_set1_ps(d);
+        for (int i = 0; i < 4; i++) {
+            __m256 q = _mm256_round_ps(_mm256_mul_ps(v[i], vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            _mm256_storeu_ps(xh + 8 * i, _mm256_mul_ps(vd, q));
+        }
+    }
+}
+#endif
+
+#undef TILE_PREP_ROW
+#undef TILE_IDOT
+#undef TMR
+#undef TNR
+#undef DPBUSD
+#undef F
+#undef CAT2
+#undef CAT2_
