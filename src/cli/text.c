@@ -17,6 +17,10 @@ double ak_cli_now(void) {
 ak_tokenizer *ak_cli_tokenizer(const ak_model *m) {
     ak_tokenizer *t;
     ak_err err = {{0}};
+    if (!m->gguf) { /* a safetensors directory: reading tokenizer.json is not implemented */
+        fprintf(stderr, "akunu: this model has no GGUF tokenizer (a Hugging Face directory): pass --prompt-ids\n");
+        return NULL;
+    }
     if (ak_tokenizer_load(m->gguf, &t, &err)) {
         fprintf(stderr, "akunu: %s\n", err.msg);
         return NULL;

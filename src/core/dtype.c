@@ -2,6 +2,7 @@
  * Block layouts follow the public GGUF/ggml specification. */
 #include "core/dtype.h"
 #include "core/quants.h"
+#include "core/mlx.h"
 
 static void dq_f32(const void *src, float *dst, int64_t n) { memcpy(dst, src, (size_t)n * 4); }
 
@@ -39,11 +40,12 @@ const ak_dtype_traits ak_dtype_info[AK_DTYPE_COUNT] = {
     [AK_Q4_K] = {"Q4_K", 12, 256, 144, AK_DQ_Q4_K, 0},
     [AK_Q5_K] = {"Q5_K", 13, 256, 176, AK_DQ_Q5_K, 0},
     [AK_Q6_K] = {"Q6_K", 14, 256, 210, AK_DQ_Q6_K, 0},
-    [AK_MLX_Q2] = {"MLX_Q2", -1, 16, 4, NULL, 2},
-    [AK_MLX_Q3] = {"MLX_Q3", -1, 32, 12, NULL, 3},
-    [AK_MLX_Q4] = {"MLX_Q4", -1, 8, 4, NULL, 4},
-    [AK_MLX_Q6] = {"MLX_Q6", -1, 16, 12, NULL, 6},
-    [AK_MLX_Q8] = {"MLX_Q8", -1, 4, 4, NULL, 8},
+    /* MLX affine weights repacked at load into 32-value blocks (core/mlx.h) */
+    [AK_MLX_Q2] = {"MLX_Q2", -1, 32, 12, ak_mlx_dequant_q2, 2},
+    [AK_MLX_Q3] = {"MLX_Q3", -1, 32, 16, ak_mlx_dequant_q3, 3},
+    [AK_MLX_Q4] = {"MLX_Q4", -1, 32, 20, ak_mlx_dequant_q4, 4},
+    [AK_MLX_Q6] = {"MLX_Q6", -1, 32, 28, ak_mlx_dequant_q6, 6},
+    [AK_MLX_Q8] = {"MLX_Q8", -1, 32, 36, ak_mlx_dequant_q8, 8},
 };
 
 int ak_dtype_from_ggml(uint32_t ggml_type) {

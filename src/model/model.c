@@ -1,12 +1,14 @@
 /* Model loading: GGUF metadata → ak_config, tensors → per-layer weights, every
  * shape checked so a hostile file fails here and never in a kernel. */
 #include "model/model.h"
+#include "model/model_int.h"
 #include "core/err.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct { ak_model *m; ak_err *err; ak_status st; } loader;
 
@@ -36,6 +38,17 @@ static ak_status cfg_int(const ak_gguf *g, const char *arch, const char *key, in
     return AK_OK;
 }
 
+ak_status ak_model_check_tensor(const ak_tensor *t, const char *name, int64_t ne0, int64_t ne1, ak_err *err) {
+    bool is_vec = ne1 == 0;
+    if (t->ne0 != ne0 || (is_vec ? t->ne1 != 1 : t->ne1 != ne1))
+        return ak_fail(err, AK_ERR_FORMAT, "model: tensor %s has shape [%lld, %lld], expected [%lld, %lld]", name,
+                       (long long)t->ne0, (long long)t->ne1, (long long)ne0, (long long)(is_vec ? 1 : ne1));
+    if (!ak_dtype_info[t->dtype].dequant)
+        return ak_fail(err, AK_ERR_UNSUPPORTED, "model: tensor %s has type %s, which this build cannot compute with",
+                       name, ak_dtype_info[t->dtype].name);
+    return AK_OK;
+}
+
 /* A weight matrix or vector; NULL if absent. Checks shape when present. */
 static const ak_tensor *tensor(loader *L, bool required, int64_t ne0, int64_t ne1, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 static const ak_tensor *tensor(loader *L, bool required, int64_t ne0, int64_t ne1, const char *fmt, ...) {
@@ -50,18 +63,12 @@ static const ak_tensor *tensor(loader *L, bool required, int64_t ne0, int64_t ne
         if (!ak_str_eq(g->tensors[i].name, name)) continue;
         const ak_tensor *t = &L->m->tensors[i];
         const ak_gguf_tensor *gt = &g->tensors[i];
-        bool is_vec = ne1 == 0;
-        if (t->ne0 != ne0 || (is_vec ? t->ne1 != 1 : t->ne1 != ne1) || gt->ne[2] != 1 || gt->ne[3] != 1) {
-            L->st = ak_fail(L->err, AK_ERR_FORMAT, "model: tensor %s has shape [%lld, %lld], expected [%lld, %lld]", name,
-                            (long long)t->ne0, (long long)t->ne1, (long long)ne0, (long long)(is_vec ? 1 : ne1));
+        if (gt->ne[2] != 1 || gt->ne[3] != 1) {
+            L->st = ak_fail(L->err, AK_ERR_FORMAT, "model: tensor %s has more than two dimensions", name);
             return NULL;
         }
-        if (!ak_dtype_info[t->dtype].dequant) {
-            L->st = ak_fail(L->err, AK_ERR_UNSUPPORTED, "model: tensor %s has type %s, which this build cannot compute with",
-                            name, ak_dtype_info[t->dtype].name);
-            return NULL;
-        }
-        return t;
+        L->st = ak_model_check_tensor(t, name, ne0, ne1, L->err);
+        return L->st ? NULL : t;
     }
     if (required) L->st = ak_fail(L->err, AK_ERR_FORMAT, "model: required tensor %s is missing", name);
     return NULL;
@@ -137,7 +144,7 @@ static void rope_table(float *out, const ak_config *c, float base, const float *
     }
 }
 
-static ak_status build_aux(ak_model *m, ak_err *err) {
+ak_status ak_model_build_aux(ak_model *m, const ak_tensor *rf, const ak_tensor *const *qkv_bias, ak_err *err) {
     const ak_config *c = &m->cfg;
     int nq = c->n_heads * c->head_dim, nkv = c->n_kv_heads * c->head_dim;
     size_t half = (size_t)c->n_rot / 2;
@@ -146,9 +153,6 @@ static ak_status build_aux(ak_model *m, ak_err *err) {
     m->aux = calloc(n, sizeof(float));
     if (!m->aux) return ak_fail(err, AK_ERR_NOMEM, "model: out of memory");
     m->aux_size = n * sizeof(float);
-    const ak_tensor *rf = NULL;
-    for (int i = 0; i < m->n_tensors; i++)
-        if (ak_str_eq(m->gguf->tensors[i].name, "rope_freqs.weight")) rf = &m->tensors[i];
     float *factors = NULL;
     if (rf) {
         if (rf->dtype != AK_F32 || rf->ne0 != (int64_t)half || rf->ne1 != 1)
@@ -166,16 +170,13 @@ static ak_status build_aux(ak_model *m, ak_err *err) {
         L->inv_freq_off = (L->sliding ? half : 0) * sizeof(float);
         if (!L->has_qkv_bias) continue;
         L->qkv_bias_off = off * sizeof(float);
-        const char *names[3] = {"attn_q", "attn_k", "attn_v"};
+        const char *names[3] = {"q", "k", "v"};
         int sizes[3] = {nq, nkv, nkv};
         for (int j = 0; j < 3; j++) {
-            char name[64];
-            snprintf(name, sizeof name, "blk.%d.%s.bias", l, names[j]);
-            const ak_tensor *b = NULL;
-            for (int i = 0; i < m->n_tensors; i++)
-                if (ak_str_eq(m->gguf->tensors[i].name, name)) b = &m->tensors[i];
+            const ak_tensor *b = qkv_bias[3 * l + j];
             if (!b || b->ne0 != sizes[j] || b->ne1 != 1 || !ak_dtype_info[b->dtype].dequant)
-                return ak_fail(err, AK_ERR_FORMAT, "model: %s missing or of the wrong shape (q, k and v biases come together)", name);
+                return ak_fail(err, AK_ERR_FORMAT, "model: layer %d %s bias missing or of the wrong shape (q, k and v biases come together)",
+                               l, names[j]);
             ak_dtype_info[b->dtype].dequant(b->data, m->aux + off, sizes[j]);
             off += (size_t)sizes[j];
         }
@@ -183,7 +184,31 @@ static ak_status build_aux(ak_model *m, ak_err *err) {
     return AK_OK;
 }
 
-static ak_status check_vectors(ak_model *m, ak_err *err);
+static const ak_tensor *find_named(const ak_model *m, const char *name) {
+    for (int i = 0; i < m->n_tensors; i++)
+        if (ak_str_eq(m->gguf->tensors[i].name, name)) return &m->tensors[i];
+    return NULL;
+}
+
+/* GGUF names of the auxiliary inputs: rope_freqs.weight, blk.N.attn_{q,k,v}.bias. */
+static ak_status gguf_aux(ak_model *m, ak_err *err) {
+    int nl = m->cfg.n_layers;
+    const ak_tensor **b = calloc((size_t)nl * 3, sizeof *b);
+    if (!b) return ak_fail(err, AK_ERR_NOMEM, "model: out of memory");
+    const char *names[3] = {"attn_q", "attn_k", "attn_v"};
+    for (int l = 0; l < nl; l++) {
+        if (!m->layers[l].has_qkv_bias) continue;
+        for (int j = 0; j < 3; j++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%d.%s.bias", l, names[j]);
+            b[3 * l + j] = find_named(m, name);
+        }
+    }
+    ak_status st = ak_model_build_aux(m, find_named(m, "rope_freqs.weight"), b, err);
+    free(b);
+    return st;
+}
+
 static ak_status load_encoder(ak_model *m, loader *L);
 
 static ak_status load_weights(ak_model *m, ak_err *err) {
@@ -227,11 +252,12 @@ static ak_status load_weights(ak_model *m, ak_err *err) {
         y->sliding = A->swa_pattern && c->sliding_window > 0 && (l + 1) % A->swa_pattern != 0;
     }
     if (L.st) return L.st;
-    return check_vectors(m, err);
+    ak_status st = ak_model_check_vectors(m, err);
+    return st ? st : gguf_aux(m, err);
 }
 
 /* Vectors the kernels read as float32 (norms, biases) must be F32: converters write them so. */
-static ak_status check_vectors(ak_model *m, ak_err *err) {
+ak_status ak_model_check_vectors(ak_model *m, ak_err *err) {
     const ak_config *c = &m->cfg;
     const ak_tensor *vecs[16];
     for (int l = -1; l < c->n_layers; l++) {
@@ -248,7 +274,7 @@ static ak_status check_vectors(ak_model *m, ak_err *err) {
         for (int i = 0; i < n; i++)
             if (vecs[i]->dtype != AK_F32) return ak_fail(err, AK_ERR_UNSUPPORTED, "model: norm/bias vectors must be F32, found %s", ak_dtype_info[vecs[i]->dtype].name);
     }
-    return build_aux(m, err);
+    return AK_OK;
 }
 
 /* Encoders: embeddings (+ learned positions + token type 0) → LayerNorm, then per layer
@@ -285,11 +311,14 @@ static ak_status load_encoder(ak_model *m, loader *L) {
         y->out_norm_b = tensor(L, true, dim, 0, "blk.%d.layer_output_norm.bias", l);
     }
     if (L->st) return L->st;
-    return check_vectors(m, L->err);
+    ak_status st = ak_model_check_vectors(m, L->err);
+    return st ? st : gguf_aux(m, L->err);
 }
 
 ak_status ak_model_load(const char *path, ak_model **out, ak_err *err) {
     *out = NULL;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return ak_model_load_hf(path, out, err);
     ak_gguf *g;
     ak_status st = ak_gguf_open(path, &g, err);
     return st ? st : ak_model_from_gguf(g, out, err);
@@ -341,7 +370,8 @@ void ak_model_free(ak_model *m) {
     free(m->aux);
     free(m->layers);
     free(m->tensors);
-    ak_gguf_close(m->gguf);
+    if (m->gguf) ak_gguf_close(m->gguf);
+    else free((void *)m->weights); /* an HF directory: the loader's copy (model_hf.c) */
     free(m);
 }
 
@@ -370,4 +400,4 @@ uint64_t ak_model_params(const ak_model *m) {
     return n;
 }
 
-uint64_t ak_model_file_bytes(const ak_model *m) { return m->gguf->size; }
+uint64_t ak_model_file_bytes(const ak_model *m) { return m->gguf ? m->gguf->size : m->weights_size; }
