@@ -1,0 +1,445 @@
+/* The CUDA backend: weights uploaded once (Q4_0/Q8_0 rows repacked on the device at
+ * encode), buffers in device memory, and tables encoded once into launch records.
+ * A one-row table (decode) is captured into CUDA graphs: one step, and
+ * AK_CUDA_UNROLL steps back to back. Per-step values live in a device step struct that
+ * the kernels read and the argmax advances, so chain decode of N tokens is N/UNROLL
+ * graph launches and one synchronisation. Prefill is launched directly (cuBLAS sizes
+ * depend on the chunk). */
+#include "backend/backend.h"
+#include "backend/cuda/cuda_int.h"
+#include "core/err.h"
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define AK_CUDA_UNROLL 8
+
+typedef struct { uintptr_t addr; void *buf; bool packed; } region;
+
+typedef struct {
+    ak_backend base;
+    ak_cuda_ctx ctx;
+    void *cublas_ws;
+    ak_cuda_step *d_step, *h_step;
+    region *packed;        /* weight matrices repacked in place */
+    int n_packed, cap_packed;
+    int stats;             /* AKUNU_CUDA_STATS: print host time per step */
+    int profile;           /* AKUNU_CUDA_PROFILE: time every command (no graphs), print at exit */
+    struct { char name[32]; double us; long calls; } prof[64];
+    int n_prof;
+} cuda_backend;
+
+typedef struct {
+    ak_cuda_cmd *cmds;
+    char (*labels)[32];
+    int n, max_rows;
+    void *arena;
+    cudaGraphExec_t g1, gu;
+} cuda_table;
+
+static ak_status cfail(ak_err *err, cudaError_t e, const char *what) {
+    return ak_fail(err, AK_ERR_BACKEND, "cuda: %s: %s", what, cudaGetErrorString(e));
+}
+
+bool ak_backend_cuda_present(void) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) { cudaGetLastError(); return false; }
+    return n > 0;
+}
+
+static ak_status cu_alloc(ak_backend *b, size_t size, void **out, ak_err *err) {
+    cuda_backend *cb = (cuda_backend *)b;
+    cudaError_t e = cudaMalloc(out, size ? size : 1);
+    if (e != cudaSuccess) { *out = NULL; cudaGetLastError(); return ak_fail(err, AK_ERR_NOMEM, "cuda: cannot allocate %zu bytes: %s", size, cudaGetErrorString(e)); }
+    e = cudaMemsetAsync(*out, 0, size ? size : 1, cb->ctx.stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(cb->ctx.stream);
+    return e == cudaSuccess ? AK_OK : cfail(err, e, "memset");
+}
+
+static ak_status cu_import(ak_backend *b, const void *host, size_t size, void **out, ak_err *err) {
+    cuda_backend *cb = (cuda_backend *)b;
+    cudaError_t e = cudaMalloc(out, size ? size : 1);
+    if (e != cudaSuccess) { *out = NULL; cudaGetLastError(); return ak_fail(err, AK_ERR_NOMEM, "cuda: cannot allocate %zu bytes for the weights: %s", size, cudaGetErrorString(e)); }
+    if (size) e = cudaMemcpyAsync(*out, host, size, cudaMemcpyHostToDevice, cb->ctx.stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(cb->ctx.stream);
+    return e == cudaSuccess ? AK_OK : cfail(err, e, "weight upload");
+}
+
+static void cu_buf_free(ak_backend *b, void *buf) {
+    cuda_backend *cb = (cuda_backend *)b;
+    if (!buf) return;
+    int k = 0;   /* forget the matrices that lived in this buffer */
+    for (int i = 0; i < cb->n_packed; i++)
+        if (cb->packed[i].buf != buf) cb->packed[k++] = cb->packed[i];
+    cb->n_packed = k;
+    cudaFree(buf);
+}
+
+static ak_status cu_write(ak_backend *b, void *buf, size_t off, const void *src, size_t n, ak_err *err) {
+    cuda_backend *cb = (cuda_backend *)b;
+    cudaError_t e = cudaMemcpyAsync((uint8_t *)buf + off, src, n, cudaMemcpyHostToDevice, cb->ctx.stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(cb->ctx.stream);
+    return e == cudaSuccess ? AK_OK : cfail(err, e, "write");
+}
+
+static ak_status cu_read(ak_backend *b, void *buf, size_t off, void *dst, size_t n, ak_err *err) {
+    cuda_backend *cb = (cuda_backend *)b;
+    cudaError_t e = cudaMemcpyAsync(dst, (const uint8_t *)buf + off, n, cudaMemcpyDeviceToHost, cb->ctx.stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(cb->ctx.stream);
+    return e == cudaSuccess ? AK_OK : cfail(err, e, "read");
+}
+
+/* The layout a Q4_0/Q8_0 matrix has on the device, decided the first time a table binds
+ * it: GEMV/GEMM weights are repacked in place (once, however many tables bind them); an
+ * embedding table that no GEMV has claimed keeps the file's layout, and every later
+ * reader then reads it as such. *dtype becomes the dtype id the kernels dispatch on. */
+static ak_status claim(cuda_backend *cb, void *buf, void *w, int *dtype, int64_t K, int64_t N, bool gemv, ak_err *err) {
+    if (!ak_cuda_is_repacked(*dtype)) return AK_OK;
+    uintptr_t a = (uintptr_t)w;
+    for (int i = 0; i < cb->n_packed; i++)
+        if (cb->packed[i].addr == a) {
+            if (!cb->packed[i].packed) *dtype = ak_cuda_file_layout(*dtype);
+            return AK_OK;
+        }
+    if (cb->n_packed == cb->cap_packed) {
+        int cap = cb->cap_packed ? 2 * cb->cap_packed : 64;
+        region *r = realloc(cb->packed, (size_t)cap * sizeof *r);
+        if (!r) return ak_fail(err, AK_ERR_NOMEM, "cuda: out of memory");
+        cb->packed = r;
+        cb->cap_packed = cap;
+    }
+    if (K % 32) return ak_fail(err, AK_ERR_FORMAT, "cuda: row of %lld values is not a whole number of blocks", (long long)K);
+    if (gemv) {
+        cudaError_t e = (cudaError_t)ak_cuda_repack(w, *dtype, K, N, cb->ctx.stream);
+        if (e != cudaSuccess) return cfail(err, e, "repack");
+    } else {
+        *dtype = ak_cuda_file_layout(*dtype);
+    }
+    cb->packed[cb->n_packed++] = (region){a, buf, gemv};
+    return AK_OK;
+}
+
+static void cu_encoded_free(ak_backend *b, void *enc) {
+    (void)b;
+    cuda_table *t = enc;
+    if (!t) return;
+    if (t->g1) cudaGraphExecDestroy(t->g1);
+    if (t->gu) cudaGraphExecDestroy(t->gu);
+    if (t->arena) cudaFree(t->arena);
+    free(t->cmds);
+    free(t->labels);
+    free(t);
+}
+
+static int param_n(const ak_cuda_cmd *c) { int32_t n; memcpy(&n, c->a.p, 4); return n; }
+
+static int launch(cuda_backend *cb, ak_cuda_cmd *c) {
+    ak_cuda_ctx *x = &cb->ctx;
+    switch (c->kernel) {
+    case AK_K_EMBED: return ak_cuda_embed(c, x);
+    case AK_K_NORM: return ak_cuda_norm(c, x);
+    case AK_K_ADD_NORM: return ak_cuda_add_norm(c, x);
+    case AK_K_GEMV: return ak_cuda_gemv(c, x);
+    case AK_K_GEMM: return ak_cuda_gemm(c, x);
+    case AK_K_GEMV_ACT_DOWN: return ak_cuda_gemv_act_down(c, x);
+    case AK_K_ACT_GATE: return ak_cuda_act_gate(c, x);
+    case AK_K_ROPE_KV: return ak_cuda_rope_kv(c, x);
+    case AK_K_ATTN_DECODE: return ak_cuda_attn_decode(c, x);
+    case AK_K_ATTN_PREFILL: return ak_cuda_attn_prefill(c, x);
+    case AK_K_SOFTCAP: return ak_cuda_softcap(c, x);
+    case AK_K_ARGMAX: return ak_cuda_argmax(c, x);
+    default: return (int)cudaErrorInvalidValue;
+    }
+}
+
+/* One step of the table; rows = this step's n for the commands that take it. */
+static cudaError_t launch_all(cuda_backend *cb, cuda_table *t, int n) {
+    for (int i = 0; i < t->n; i++) {
+        ak_cuda_cmd *c = &t->cmds[i];
+        c->rows = (c->a.patch & AK_PATCH_N) ? n : param_n(c);
+        int e = launch(cb, c);
+        if (e) return (cudaError_t)e;
+    }
+    return cudaSuccess;
+}
+
+static cudaError_t capture(cuda_backend *cb, cuda_table *t, int steps, cudaGraphExec_t *out) {
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamBeginCapture(cb->ctx.stream, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess) return e;
+    cudaError_t le = cudaSuccess;
+    for (int s = 0; s < steps && le == cudaSuccess; s++) le = launch_all(cb, t, 1);
+    e = cudaStreamEndCapture(cb->ctx.stream, &g);
+    if (le != cudaSuccess) e = le;
+    if (e == cudaSuccess) e = cudaGraphInstantiate(out, g, 0);
+    if (e == cudaSuccess) e = cudaGraphUpload(*out, cb->ctx.stream);
+    if (g) cudaGraphDestroy(g);
+    return e;
+}
+
+static size_t up256(size_t x) { return (x + 255) & ~(size_t)255; }
+
+static ak_status grow(void **p, size_t *have, size_t need, ak_err *err) {
+    if (need <= *have) return AK_OK;
+    if (*p) cudaFree(*p);
+    *p = NULL;
+    *have = 0;
+    cudaError_t e = cudaMalloc(p, need);
+    if (e != cudaSuccess) { *p = NULL; cudaGetLastError(); return ak_fail(err, AK_ERR_NOMEM, "cuda: cannot allocate %zu bytes of GEMM scratch", need); }
+    *have = need;
+    return AK_OK;
+}
+
+/* Device scratch one command needs (bytes), and its per-kernel launch constants. */
+static size_t cmd_scratch(ak_cuda_cmd *c, int max_rows, ak_cuda_ctx *x, ak_err *err, ak_status *st) {
+    const void *p = c->a.p;
+    switch (c->kernel) {
+    case AK_K_ATTN_DECODE: {
+        const ak_p_attn *a = p;
+        ak_cuda_attn_splits(a->max_seq, &c->aux[0], &c->aux[1]);
+        return (size_t)a->n_heads * c->aux[1] * (a->head_dim + 2) * 4 + (size_t)a->n_heads * 4;
+    }
+    case AK_K_ARGMAX:
+        c->aux[0] = ak_cuda_argmax_blocks(((const ak_p_argmax *)p)->vocab);
+        return (size_t)c->aux[0] * 8;
+    case AK_K_GEMV_ACT_DOWN: return (size_t)((const ak_p_act_down *)p)->K * 4;
+    case AK_K_GEMM: {
+        const ak_p_mm *m = p;
+        if (m->last_only || max_rows <= AK_CUDA_GEMV_BATCH) return 0;
+        size_t ws = 0;
+        for (int g = 0; g < m->nseg; g++) {
+            if (m->dtype[g] == AK_F32 || m->dtype[g] == AK_F16 || m->dtype[g] == AK_BF16) continue;
+            size_t full = (size_t)m->N[g] * m->K * 2, cap = (size_t)32 << 20, least = (size_t)64 * m->K * 2;
+            size_t need = full < cap ? full : cap;
+            if (need < least) need = least < full ? least : full;
+            if (need > ws) ws = need;
+        }
+        if ((*st = grow(&x->ws, &x->ws_bytes, ws, err))) return 0;
+        if ((*st = grow(&x->xs, &x->xs_bytes, (size_t)max_rows * m->K * 2, err))) return 0;
+        return 0;
+    }
+    default: return 0;
+    }
+}
+
+static ak_status cu_encode(ak_backend *b, const ak_table *tab, void *const bufs[AK_BUF_COUNT], void **out, ak_err *err) {
+    cuda_backend *cb = (cuda_backend *)b;
+    ak_status st = AK_OK;
+    cuda_table *t = calloc(1, sizeof *t);
+    if (!t) return ak_fail(err, AK_ERR_NOMEM, "cuda: out of memory");
+    t->n = tab->n;
+    t->max_rows = tab->max_rows;
+    t->cmds = calloc((size_t)tab->n + 1, sizeof *t->cmds);
+    t->labels = calloc((size_t)tab->n + 1, sizeof *t->labels);
+    if (t->labels) memcpy(t->labels, tab->labels, (size_t)tab->n * sizeof *t->labels);
+    size_t *offs = calloc((size_t)tab->n + 1, sizeof *offs);
+    if (!t->cmds || !t->labels || !offs) { st = ak_fail(err, AK_ERR_NOMEM, "cuda: out of memory"); goto fail; }
+    size_t arena = 0;
+    for (int i = 0; i < tab->n; i++) {
+        const ak_cmd *c = &tab->cmds[i];
+        ak_cuda_cmd *e = &t->cmds[i];
+        if (c->kernel >= AK_K_COUNT || c->kernel > AK_K_ARGMAX) {
+            st = ak_fail(err, AK_ERR_UNSUPPORTED, "cuda: no kernel for id %d (%s)", c->kernel, tab->labels[i]);
+            goto fail;
+        }
+        if (((c->patch & AK_PATCH_N) && c->off_n != 0) || ((c->patch & AK_PATCH_POS) && c->off_pos != 4) ||
+            ((c->patch & AK_PATCH_KVLEN) && c->off_kv != 8)) {
+            st = ak_fail(err, AK_ERR_UNSUPPORTED, "cuda: %s patches a field other than n, pos or kv_len", tab->labels[i]);
+            goto fail;
+        }
+        e->kernel = c->kernel;
+        for (int j = 0; j < c->nbind; j++) e->a.b[j] = (uint8_t *)bufs[c->bind[j].buf] + c->bind[j].off;
+        memcpy(e->a.p, c->params, sizeof e->a.p);
+        e->a.patch = c->patch;
+        e->a.bind_tok = c->bind_tok;
+        e->a.step = cb->d_step;
+        /* weights the GEMV/GEMM kernels read in the repacked layout */
+        if (c->kernel == AK_K_GEMV || c->kernel == AK_K_GEMM) {
+            ak_p_mm *m = (ak_p_mm *)e->a.p;
+            for (int g = 0; g < m->nseg && !st; g++) st = claim(cb, bufs[c->bind[g].buf], e->a.b[g], &m->dtype[g], m->K, m->N[g], true, err);
+        } else if (c->kernel == AK_K_GEMV_ACT_DOWN) {
+            ak_p_act_down *m = (ak_p_act_down *)e->a.p;
+            st = claim(cb, bufs[c->bind[0].buf], e->a.b[0], &m->dtype, m->K, m->N, true, err);
+        }
+        if (st) goto fail;
+        size_t s = cmd_scratch(e, tab->max_rows, &cb->ctx, err, &st);
+        if (st) goto fail;
+        offs[i] = s ? arena : (size_t)-1;
+        arena += up256(s);
+    }
+    /* embeddings after the GEMVs: a tied table has been repacked by then */
+    for (int i = 0; i < tab->n && !st; i++)
+        if (tab->cmds[i].kernel == AK_K_EMBED) {
+            ak_p_embed *pe = (ak_p_embed *)t->cmds[i].a.p;
+            st = claim(cb, bufs[tab->cmds[i].bind[0].buf], t->cmds[i].a.b[0], &pe->dtype, pe->dim, 0, false, err);
+        }
+    if (st) goto fail;
+    if (arena) {
+        cudaError_t ce = cudaMalloc(&t->arena, arena);
+        if (ce == cudaSuccess) ce = cudaMemsetAsync(t->arena, 0, arena, cb->ctx.stream);
+        if (ce != cudaSuccess) { cudaGetLastError(); st = ak_fail(err, AK_ERR_NOMEM, "cuda: cannot allocate %zu bytes of scratch", arena); goto fail; }
+        for (int i = 0; i < tab->n; i++)
+            if (offs[i] != (size_t)-1) t->cmds[i].a.scratch = (uint8_t *)t->arena + offs[i];
+    }
+    cudaError_t ce = cudaStreamSynchronize(cb->ctx.stream);
+    if (ce != cudaSuccess) { st = cfail(err, ce, "encode"); goto fail; }
+    if (t->max_rows == 1) {
+        /* decode: one graph per step, and one of AK_CUDA_UNROLL steps */
+        ce = capture(cb, t, 1, &t->g1);
+        if (ce == cudaSuccess) ce = capture(cb, t, AK_CUDA_UNROLL, &t->gu);
+        if (ce != cudaSuccess) {
+            cudaGetLastError();
+            if (t->g1) cudaGraphExecDestroy(t->g1);
+            if (t->gu) cudaGraphExecDestroy(t->gu);
+            t->g1 = t->gu = NULL;   /* launch directly instead */
+        }
+    }
+    free(offs);
+    *out = t;
+    return AK_OK;
+fail:
+    free(offs);
+    cu_encoded_free(b, t);
+    return st;
+}
+
+/* Profiling: each command between two events, summed per label (layer number dropped). */
+static cudaError_t profile_step(cuda_backend *cb, cuda_table *t, int n) {
+    cudaEvent_t ev[2];
+    cudaEventCreate(&ev[0]);
+    cudaEventCreate(&ev[1]);
+    cudaError_t e = cudaSuccess;
+    for (int i = 0; i < t->n && e == cudaSuccess; i++) {
+        ak_cuda_cmd *c = &t->cmds[i];
+        c->rows = (c->a.patch & AK_PATCH_N) ? n : param_n(c);
+        cudaEventRecord(ev[0], cb->ctx.stream);
+        e = (cudaError_t)launch(cb, c);
+        cudaEventRecord(ev[1], cb->ctx.stream);
+        if (e == cudaSuccess) e = cudaEventSynchronize(ev[1]);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, ev[0], ev[1]);
+        const char *name = t->labels[i];
+        if (!strncmp(name, "layer.", 6)) { const char *d = strchr(name + 6, '.'); if (d) name = d + 1; }
+        char key[32];
+        snprintf(key, sizeof key, "%s%s", n > 1 ? "pf:" : "", name);
+        int k = 0;
+        while (k < cb->n_prof && strcmp(cb->prof[k].name, key)) k++;
+        if (k == cb->n_prof && k < 64) { snprintf(cb->prof[k].name, sizeof cb->prof[k].name, "%s", key); cb->n_prof++; }
+        if (k < 64) { cb->prof[k].us += 1e3 * ms; cb->prof[k].calls++; }
+    }
+    cudaEventDestroy(ev[0]);
+    cudaEventDestroy(ev[1]);
+    return e;
+}
+
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+static ak_status cu_run(ak_backend *b, void *enc, ak_run *r, ak_err *err) {
+    cuda_backend *cb = (cuda_backend *)b;
+    cuda_table *t = enc;
+    r->steps_done = 0;
+    if (r->n_stop > AK_CUDA_MAX_STOP) return ak_fail(err, AK_ERR_ARG, "cuda: at most %d stop tokens", AK_CUDA_MAX_STOP);
+    if (r->steps <= 0) return AK_OK;
+    double t0 = now_us();
+    ak_cuda_step *h = cb->h_step;
+    memset(h, 0, sizeof *h);
+    h->pos = r->pos;
+    h->n = r->n;
+    h->n_stop = r->n_stop;
+    for (int k = 0; k < r->n_stop; k++) h->stop[k] = r->stop[k];
+    cudaStream_t s = cb->ctx.stream;
+    cudaError_t e = cudaMemcpyAsync(cb->d_step, h, sizeof *h, cudaMemcpyHostToDevice, s);
+    if (cb->profile) {
+        for (int k = 0; k < r->steps && e == cudaSuccess; k++) e = profile_step(cb, t, r->n);
+    } else if (t->g1 && r->n == 1) {
+        int left = r->steps;
+        for (; e == cudaSuccess && left >= AK_CUDA_UNROLL; left -= AK_CUDA_UNROLL) e = cudaGraphLaunch(t->gu, s);
+        for (; e == cudaSuccess && left > 0; left--) e = cudaGraphLaunch(t->g1, s);
+    } else {
+        for (int k = 0; k < r->steps && e == cudaSuccess; k++) e = launch_all(cb, t, r->n);
+    }
+    if (e == cudaSuccess) e = cudaMemcpyAsync(&h->steps_done, &cb->d_step->steps_done, 4, cudaMemcpyDeviceToHost, s);
+    double t1 = now_us();
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    if (e != cudaSuccess) return cfail(err, e, "run");
+    r->steps_done = h->steps_done;
+    if (cb->stats)
+        fprintf(stderr, "akunu cuda: %d step(s) of %d row(s): host %.2f us/step, wall %.2f us/step\n", r->steps, r->n,
+                (t1 - t0) / r->steps, (now_us() - t0) / r->steps);
+    return AK_OK;
+}
+
+static ak_status cu_bandwidth(ak_backend *b, double *gbps, ak_err *err) {
+    *gbps = ak_cuda_read_bandwidth(((cuda_backend *)b)->ctx.stream);
+    return *gbps > 0 ? AK_OK : ak_fail(err, AK_ERR_NOMEM, "cuda: cannot allocate the bandwidth test buffer");
+}
+
+static void cu_destroy(ak_backend *b) {
+    cuda_backend *cb = (cuda_backend *)b;
+    if (!cb) return;
+    cudaStreamSynchronize(cb->ctx.stream);
+    if (cb->n_prof) {
+        double tot = 0;
+        for (int k = 0; k < cb->n_prof; k++) tot += cb->prof[k].us;
+        fprintf(stderr, "akunu cuda profile (per command, events around each launch):\n%-28s %8s %12s %10s %6s\n", "command", "calls", "total us", "avg us", "share");
+        for (int k = 0; k < cb->n_prof; k++)
+            fprintf(stderr, "%-28s %8ld %12.1f %10.2f %5.1f%%\n", cb->prof[k].name, cb->prof[k].calls, cb->prof[k].us,
+                    cb->prof[k].us / (double)cb->prof[k].calls, 100 * cb->prof[k].us / tot);
+    }
+    ak_cuda_cublas_destroy(cb->ctx.cublas);
+    if (cb->cublas_ws) cudaFree(cb->cublas_ws);
+    if (cb->ctx.ws) cudaFree(cb->ctx.ws);
+    if (cb->ctx.xs) cudaFree(cb->ctx.xs);
+    if (cb->d_step) cudaFree(cb->d_step);
+    if (cb->h_step) cudaFreeHost(cb->h_step);
+    if (cb->ctx.stream) cudaStreamDestroy(cb->ctx.stream);
+    free(cb->packed);
+    free(cb);
+}
+
+ak_status ak_backend_cuda_create(ak_backend **out, ak_err *err) {
+    *out = NULL;
+    if (!ak_backend_cuda_present()) return ak_fail(err, AK_ERR_UNSUPPORTED, "cuda: no GPU (or no driver) is present");
+    cuda_backend *cb = calloc(1, sizeof *cb);
+    if (!cb) return ak_fail(err, AK_ERR_NOMEM, "cuda: out of memory");
+    cudaError_t e = cudaSetDevice(0);
+    int dev = 0;
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&cb->ctx.n_sm, cudaDevAttrMultiProcessorCount, dev);
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&cb->ctx.stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = (cudaError_t)ak_cuda_kernels_init();
+    if (e == cudaSuccess) e = cudaMalloc((void **)&cb->d_step, sizeof(ak_cuda_step));
+    if (e == cudaSuccess) e = cudaMemset(cb->d_step, 0, sizeof(ak_cuda_step));
+    if (e == cudaSuccess) e = cudaMallocHost((void **)&cb->h_step, sizeof(ak_cuda_step));
+    if (e == cudaSuccess) e = (cudaError_t)ak_cuda_cublas_create(&cb->ctx.cublas, &cb->cublas_ws, cb->ctx.stream);
+    if (e != cudaSuccess) {
+        ak_status st = cfail(err, e, "initialisation");
+        cu_destroy(&cb->base);
+        return st;
+    }
+    const char *s = getenv("AKUNU_CUDA_STATS");
+    cb->stats = s && *s && strcmp(s, "0") != 0;
+    s = getenv("AKUNU_CUDA_PROFILE");
+    cb->profile = s && *s && strcmp(s, "0") != 0;
+    ak_backend *b = &cb->base;
+    b->name = "cuda";
+    b->n_threads = 1;
+    b->buf_import = cu_import;
+    b->buf_alloc = cu_alloc;
+    b->buf_free = cu_buf_free;
+    b->buf_write = cu_write;
+    b->buf_read = cu_read;
+    b->encode = cu_encode;
+    b->encoded_free = cu_encoded_free;
+    b->run = cu_run;
+    b->read_bandwidth = cu_bandwidth;
+    b->destroy = cu_destroy;
+    *out = b;
+    return AK_OK;
+}

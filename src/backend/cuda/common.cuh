@@ -1,0 +1,139 @@
+/* Device helpers every kernel file uses: the step patch applied at kernel entry (the
+ * device side of ak_cmd_patch), reductions and half/bfloat conversions. */
+#ifndef AK_CUDA_COMMON_CUH
+#define AK_CUDA_COMMON_CUH
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+#include <string.h>
+#include "backend/cuda/cuda_int.h"
+#ifndef _Alignas
+#define _Alignas(x) alignas(x)   /* table.h is C11 */
+#endif
+extern "C" {
+#include "core/kernels.h"
+#include "core/table.h"
+}
+
+/* pos, n and stopped of the step, in one 16-byte load through L2 (the argmax of the
+ * previous step wrote them). */
+struct ak_stepv { int32_t pos, n, stopped; };
+__device__ __forceinline__ ak_stepv ak_step(const ak_cuda_args &a) {
+    int4 v = __ldcg((const int4 *)a.step);
+    return ak_stepv{v.x, v.y, v.z};
+}
+
+/* The parameter block with this step's n, pos and kv_len, as ak_cmd_patch would write them. */
+template <class P>
+__device__ __forceinline__ P ak_params(const ak_cuda_args &a, const ak_stepv &s) {
+    P p;
+    memcpy(&p, a.p, sizeof(P));
+    int32_t *w = reinterpret_cast<int32_t *>(&p);
+    if (a.patch & AK_PATCH_N) w[0] = s.n;
+    if (a.patch & AK_PATCH_POS) w[1] = s.pos;
+    if (a.patch & AK_PATCH_KVLEN) w[2] = s.pos + s.n;
+    return p;
+}
+
+/* The token binding after TOK_IN / TOK_OUT patching. */
+__device__ __forceinline__ int32_t *ak_tok_ptr(const ak_cuda_args &a, const ak_stepv &s) {
+    int32_t *t = (int32_t *)a.b[a.bind_tok];
+    if (a.patch & AK_PATCH_TOK_IN) t += s.pos;
+    if (a.patch & AK_PATCH_TOK_OUT) t += s.pos + s.n;
+    return t;
+}
+
+/* Programmatic dependent launch (sm_90): a kernel may start while its predecessor
+ * finishes; it waits (griddepcontrol.wait) before it touches anything the predecessor
+ * writes or reads, then lets its own successor start. Work that reads only weights
+ * can go before the wait. No-ops before sm_90. */
+__device__ __forceinline__ void ak_pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void ak_pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/* Kernel prologue: wait for the predecessor, read the step, or return when the chain
+ * has stopped. */
+#define AK_KERNEL_ENTRY(P, p)                  \
+    ak_pdl_wait();                             \
+    ak_pdl_trigger();                          \
+    const ak_stepv st_ = ak_step(a);           \
+    if (st_.stopped) return;                   \
+    const P p = ak_params<P>(a, st_)
+
+/* Launches a kernel that begins with AK_KERNEL_ENTRY (or its own ak_pdl_wait) with the
+ * programmatic-serialization attribute where the device has it. */
+extern int ak_cuda_pdl;   /* set by ak_cuda_kernels_init */
+template <typename... KArgs, typename... Args>
+static cudaError_t ak_launch(void (*k)(KArgs...), dim3 g, dim3 b, size_t smem, cudaStream_t s, Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    cfg.gridDim = g;
+    cfg.blockDim = b;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = ak_cuda_pdl ? 1 : 0;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, k, args...);
+    return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+__device__ __forceinline__ float ak_warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float ak_warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Sum over the block; every thread gets it. red holds 32 floats. */
+__device__ __forceinline__ float ak_block_sum(float v, float *red) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = ak_warp_sum(v);
+    __syncthreads();
+    if (lane == 0) red[w] = v;
+    __syncthreads();
+    v = lane < nw ? red[lane] : 0.f;
+    return ak_warp_sum(v);
+}
+
+__device__ __forceinline__ float ak_block_max(float v, float *red) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = ak_warp_max(v);
+    __syncthreads();
+    if (lane == 0) red[w] = v;
+    __syncthreads();
+    v = lane < nw ? red[lane] : -INFINITY;
+    return ak_warp_max(v);
+}
+
+/* Little-endian reads at any alignment. */
+__device__ __forceinline__ float ak_f16_at(const uint8_t *p) {
+    return __half2float(__ushort_as_half((unsigned short)(p[0] | (p[1] << 8))));
+}
+__device__ __forceinline__ uint32_t ak_u32_at(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Activation as ak_act_apply computes it. */
+__device__ __forceinline__ float ak_dev_act(int act, float x) {
+    switch (act) {
+    case AK_ACT_SILU: return x / (1.0f + expf(-x));
+    case AK_ACT_GELU_TANH: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    default: return 0.5f * x * (1.0f + erff(x * 0.7071067811865475f));
+    }
+}
+
+static inline int ak_cdiv(int64_t a, int64_t b) { return (int)((a + b - 1) / b); }
+
+#endif

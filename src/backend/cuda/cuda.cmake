@@ -1,0 +1,30 @@
+# The CUDA backend, built when CMake finds nvcc: adds src/backend/cuda/*.cu and backend.c
+# to the akunu library, defines AKUNU_CUDA (backend/stub.c then steps aside), and links
+# the CUDA runtime (static) and cuBLAS. Without nvcc nothing here is built.
+# Architectures: sm_80 and sm_90a by default (override with -DCMAKE_CUDA_ARCHITECTURES).
+include(CheckLanguage)
+check_language(CUDA)
+if(CMAKE_CUDA_COMPILER)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES "80-real;90a-real")
+  endif()
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  set(CMAKE_CUDA_STANDARD 17)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  file(GLOB AKUNU_CUDA_SRC CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/*.cu ${CMAKE_CURRENT_LIST_DIR}/*.c)
+  target_sources(akunu PRIVATE ${AKUNU_CUDA_SRC})
+  # akunu was created before CUDA was enabled, so it did not pick up the default
+  set_target_properties(akunu PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
+  target_compile_definitions(akunu PUBLIC AKUNU_CUDA)
+  target_include_directories(akunu PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  # host code of the .cu files: the project's warnings, as errors
+  target_compile_options(akunu PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Werror --Werror=all-warnings -lineinfo>)
+  target_link_libraries(akunu PUBLIC CUDA::cudart_static CUDA::cublas)
+  set(AKUNU_HAVE_CUDA ON)
+  message(STATUS "akunu: CUDA backend enabled (architectures ${CMAKE_CUDA_ARCHITECTURES})")
+else()
+  set(AKUNU_HAVE_CUDA OFF)
+  message(STATUS "akunu: nvcc not found; building without the CUDA backend")
+endif()

@@ -1,0 +1,94 @@
+/* CUDA backend internals shared by the host glue (backend.c, C) and the kernel files
+ * (*.cu, C++): the device step struct, the encoded command and the launchers. */
+#ifndef AK_CUDA_INT_H
+#define AK_CUDA_INT_H
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+#include "core/dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AK_CUDA_MAX_STOP 64
+#define AK_CUDA_GEMV_BATCH 8      /* GEMM rows up to this go through the batched GEMV */
+
+/* The per-step values, resident on the device. Every kernel reads pos and n from here
+ * (that is how one captured graph serves every position); the argmax kernel writes
+ * the token, checks the stop set and advances pos. Kernels return at once when
+ * stopped is set. */
+typedef struct {
+    int32_t pos, n, stopped, steps_done;
+    int32_t n_stop;
+    uint32_t argmax_done;          /* blocks of the argmax that have finished */
+    int32_t pad[2];
+    int32_t stop[AK_CUDA_MAX_STOP];
+} ak_cuda_step;
+
+/* One launch, passed to the kernel by value: resolved buffer pointers (bindings plus
+ * offsets), the command's parameter block as the builder wrote it, and its patch bits.
+ * Patched fields are n (offset 0), pos (4) and kv_len (8) of every parameter struct;
+ * encode checks that. */
+typedef struct {
+    void *b[8];
+    union { uint8_t p[64]; uint64_t p_align_; };
+    uint32_t patch, bind_tok;
+    ak_cuda_step *step;
+    void *scratch;                 /* this command's device scratch (see encode) */
+} ak_cuda_args;
+
+/* Shared state of the launchers. */
+typedef struct {
+    cudaStream_t stream;
+    void *cublas;                  /* cublasHandle_t */
+    void *ws; size_t ws_bytes;     /* GEMM: dequantized weight tile (f16/bf16) */
+    void *xs; size_t xs_bytes;     /* GEMM: activations converted to f16/bf16 */
+    int n_sm;
+} ak_cuda_ctx;
+
+typedef struct {
+    int kernel;
+    int rows;                      /* rows the grid is sized for (this run's n, or the table's) */
+    ak_cuda_args a;
+    int aux[4];                    /* per kernel: attention splits and chunk, argmax blocks */
+} ak_cuda_cmd;
+
+/* Launchers (one per kernel family). Each returns a cudaError_t as int. */
+int ak_cuda_embed(const ak_cuda_cmd *c, ak_cuda_ctx *x);
+int ak_cuda_act_gate(const ak_cuda_cmd *c, ak_cuda_ctx *x);
+int ak_cuda_softcap(const ak_cuda_cmd *c, ak_cuda_ctx *x);
+int ak_cuda_argmax(const ak_cuda_cmd *c, ak_cuda_ctx *x);
+int ak_cuda_norm(const ak_cuda_cmd *c, ak_cuda_ctx *x);
+int ak_cuda_add_norm(const ak_cuda_cmd *c, ak_cuda_ctx *x);
+int ak_cuda_rope_kv(const ak_cuda_cmd *c, ak_cuda_ctx *x);
+int ak_cuda_attn_decode(const ak_cuda_cmd *c, ak_cuda_ctx *x);
+int ak_cuda_attn_prefill(const ak_cuda_cmd *c, ak_cuda_ctx *x);
+int ak_cuda_gemv(const ak_cuda_cmd *c, ak_cuda_ctx *x);
+int ak_cuda_gemm(const ak_cuda_cmd *c, ak_cuda_ctx *x);
+int ak_cuda_gemv_act_down(const ak_cuda_cmd *c, ak_cuda_ctx *x);
+
+/* Sets the kernels' shared-memory limits; once per process. */
+int ak_cuda_kernels_init(void);
+/* Rewrites in place the rows of a Q4_0 or Q8_0 matrix into the layout the CUDA
+ * kernels read (per row: all quants, then all scales). */
+int ak_cuda_repack(void *w, int dtype, int64_t K, int64_t N, cudaStream_t s);
+/* Whether a dtype is repacked on the device when a GEMV reads it (Q4_0, Q8_0). */
+int ak_cuda_is_repacked(int dtype);
+/* Kernel-side dtype id of Q4_0/Q8_0 kept in the file's block layout. */
+#define AK_CUDA_Q4_0_FILE 100
+#define AK_CUDA_Q8_0_FILE 101
+static inline int ak_cuda_file_layout(int dtype) { return dtype == AK_Q4_0 ? AK_CUDA_Q4_0_FILE : AK_CUDA_Q8_0_FILE; }
+/* Best read bandwidth over a scratch buffer, GB/s (0 on failure). */
+double ak_cuda_read_bandwidth(cudaStream_t s);
+/* Attention decode: key chunk and split count for a cache of max_seq positions. */
+void ak_cuda_attn_splits(int max_seq, int *chunk, int *splits);
+int ak_cuda_argmax_blocks(int vocab);
+/* cuBLAS handle management (gemm.cu). */
+int ak_cuda_cublas_create(void **h, void **workspace, cudaStream_t s);
+void ak_cuda_cublas_destroy(void *h);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,193 @@
+/* Prefill GEMM: y[:, seg] = x W_seg^T (+ bias) over n rows. F32 weights go to cuBLAS SGEMM
+ * (no TF32: the f32 fixtures hold to 1e-4). F16/BF16 weights are used in place; quantized
+ * weights are dequantized (exactly as the reference does, then rounded to f16) a tile of
+ * rows at a time into scratch. Activations are converted to f16 (bf16 for BF16 weights)
+ * and cublasGemmEx runs on tensor cores with f32 accumulation and f32 output.
+ * Up to AK_CUDA_GEMV_BATCH rows, and the last-row-only logits, use the GEMV kernels. */
+#include "backend/cuda/quant.cuh"
+#include <cublas_v2.h>
+#include <type_traits>
+#include <stdio.h>
+#include <stdlib.h>
+
+extern "C" int ak_cuda_gemv_rows(const ak_cuda_args *a, int rows, cudaStream_t st);
+
+extern "C" int ak_cuda_cublas_create(void **h, void **wsp, cudaStream_t s) {
+    cublasHandle_t c;
+    if (cublasCreate(&c) != CUBLAS_STATUS_SUCCESS) return (int)cudaErrorUnknown;
+    cublasSetStream(c, s);
+    cublasSetMathMode(c, CUBLAS_DEFAULT_MATH);
+    /* our own workspace, so that no allocation happens on the first prefill */
+    void *ws = NULL;
+    size_t wsb = (size_t)32 << 20;
+    if (cudaMalloc(&ws, wsb) != cudaSuccess || cublasSetWorkspace(c, ws, wsb) != CUBLAS_STATUS_SUCCESS) {
+        if (ws) cudaFree(ws);
+        cublasDestroy(c);
+        return (int)cudaErrorMemoryAllocation;
+    }
+    *h = c;
+    *wsp = ws;
+    return 0;
+}
+
+extern "C" void ak_cuda_cublas_destroy(void *h) {
+    if (h) cublasDestroy((cublasHandle_t)h);
+}
+
+/* Rows [r0, r0 + nr) of W (dtype dt, K values each) to 16-bit floats, one thread per sub-block. */
+template <class T>
+__global__ void k_dequant16(const uint8_t *w, int dt, int K, int64_t r0, int nr, T *out) {
+    int nb32 = K / 32;
+    int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (t >= (int64_t)nr * nb32) return;
+    int64_t r = t / nb32;
+    int s = (int)(t % nb32);
+    float v[32];
+    ak_dq32(dt, w + (size_t)(r0 + r) * ak_cuda_row_bytes(dt, K), nb32, s, v);
+    T *o = out + (size_t)r * K + 32 * (size_t)s;
+#pragma unroll
+    for (int l = 0; l < 32; l += 2) {
+        if constexpr (std::is_same<T, __half>::value) *(__half2 *)(o + l) = __floats2half2_rn(v[l], v[l + 1]);
+        else *(__nv_bfloat162 *)(o + l) = __floats2bfloat162_rn(v[l], v[l + 1]);
+    }
+}
+
+/* Repacked Q4_0/Q8_0 (see quant.cuh) to f16: a thread per block, 16-byte loads and stores. */
+template <int DT>
+__global__ void k_dequant16_fast(const uint8_t *w, int K, int64_t r0, int nr, __half *out) {
+    constexpr int Q = DT == AK_Q4_0 ? 1 : 2;
+    int nb = K / 32;
+    int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (t >= (int64_t)nr * nb) return;
+    int64_t r = t / nb;
+    int b = (int)(t % nb);
+    const uint8_t *row = w + (size_t)(r0 + r) * nb * (16 * Q + 2);
+    uint4 q[Q];
+#pragma unroll
+    for (int k = 0; k < Q; k++) q[k] = __ldcs((const uint4 *)row + Q * b + k);
+    float d = __half2float(__ushort_as_half(((const unsigned short *)(row + (size_t)nb * 16 * Q))[b]));
+    const uint8_t *qb = (const uint8_t *)q;
+    __align__(16) __half h[32];
+#pragma unroll
+    for (int i = 0; i < 32; i++) {
+        int v = DT == AK_Q4_0 ? (i < 16 ? (qb[i] & 0xF) : (qb[i - 16] >> 4)) - 8 : (int)(int8_t)qb[i];
+        h[i] = __float2half_rn(__fmul_rn(d, (float)v));
+    }
+    uint4 *o = (uint4 *)(out + (size_t)r * K + 32 * (size_t)b);
+#pragma unroll
+    for (int k = 0; k < 4; k++) o[k] = ((const uint4 *)h)[k];
+}
+
+template <class T>
+__global__ void k_to16(const float *x, int ld_x, int K, int n, T *out) {
+    int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (t >= (int64_t)n * K) return;
+    int64_t i = t / K;
+    int k = (int)(t % K);
+    float v = x[(size_t)i * ld_x + k];
+    if constexpr (std::is_same<T, __half>::value) out[t] = __float2half_rn(v);
+    else out[t] = __float2bfloat16_rn(v);
+}
+
+__global__ void k_add_bias(float *y, int ld_y, const float *bias, int N, int n) {
+    int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (t >= (int64_t)n * N) return;
+    y[(size_t)(t / N) * ld_y + t % N] += bias[t % N];
+}
+
+static int blocks_for(int64_t n, int t) { return (int)((n + t - 1) / t); }
+
+/* AKUNU_CUDA_PROFILE: the GEMM's parts timed apart, printed at exit. */
+static struct { char name[40]; double us; long calls; } gp[64];
+static int n_gp, gp_on = -1;
+static cudaEvent_t gp_ev[2];
+
+static void gp_dump(void) {
+    if (!n_gp) return;
+    fprintf(stderr, "akunu cuda GEMM parts:\n");
+    for (int k = 0; k < n_gp; k++) fprintf(stderr, "  %-38s %6ld calls %10.1f us %8.2f us avg\n", gp[k].name, gp[k].calls, gp[k].us, gp[k].us / gp[k].calls);
+}
+
+static void gp_begin(cudaStream_t s) {
+    if (gp_on < 0) {
+        const char *e = getenv("AKUNU_CUDA_PROFILE");
+        gp_on = e && *e && e[0] != '0';
+        if (gp_on) { cudaEventCreate(&gp_ev[0]); cudaEventCreate(&gp_ev[1]); atexit(gp_dump); }
+    }
+    if (gp_on) cudaEventRecord(gp_ev[0], s);
+}
+
+static void gp_end(cudaStream_t s, const char *what, int m, int n, int k) {
+    if (!gp_on) return;
+    cudaEventRecord(gp_ev[1], s);
+    cudaEventSynchronize(gp_ev[1]);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, gp_ev[0], gp_ev[1]);
+    char key[40];
+    snprintf(key, sizeof key, "%s %dx%dx%d", what, m, n, k);
+    int i = 0;
+    while (i < n_gp && strcmp(gp[i].name, key)) i++;
+    if (i == n_gp && i < 64) { snprintf(gp[i].name, sizeof gp[i].name, "%s", key); n_gp++; }
+    if (i < 64) { gp[i].us += 1e3 * ms; gp[i].calls++; }
+}
+
+extern "C" int ak_cuda_gemm(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
+    const ak_p_mm *p = (const ak_p_mm *)c->a.p;
+    int n = c->rows;
+    if (p->last_only || n <= AK_CUDA_GEMV_BATCH) return ak_cuda_gemv_rows(&c->a, n, x->stream);
+    cublasHandle_t h = (cublasHandle_t)x->cublas;
+    const float *xin = (const float *)c->a.b[3];
+    float *y = (float *)c->a.b[4];
+    const float one = 1.f, zero = 0.f;
+    int converted = -1;   /* dtype class of xs: 0 f16, 1 bf16 */
+    int col = 0;
+    cudaStream_t st = x->stream;
+    for (int g = 0; g < p->nseg; col += p->N[g], g++) {
+        int dt = p->dtype[g], N = p->N[g], K = p->K;
+        cublasStatus_t cs = CUBLAS_STATUS_SUCCESS;
+        if (dt == AK_F32) {
+            gp_begin(st);
+            cs = cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, N, n, K, &one, (const float *)c->a.b[g], K, xin, p->ld_x, &zero, y + col, p->ld_y);
+            gp_end(st, "sgemm", N, n, K);
+        } else {
+            int cls = dt == AK_BF16 ? 1 : 0;
+            cudaDataType_t t16 = cls ? CUDA_R_16BF : CUDA_R_16F;
+            if ((size_t)n * K * 2 > x->xs_bytes) return (int)cudaErrorInvalidValue;
+            if (converted != cls) {
+                gp_begin(st);
+                if (cls) k_to16<__nv_bfloat16><<<blocks_for((int64_t)n * K, 256), 256, 0, st>>>(xin, p->ld_x, K, n, (__nv_bfloat16 *)x->xs);
+                else k_to16<__half><<<blocks_for((int64_t)n * K, 256), 256, 0, st>>>(xin, p->ld_x, K, n, (__half *)x->xs);
+                converted = cls;
+                gp_end(st, "to16", n, K, 0);
+            }
+            if (dt == AK_F16 || dt == AK_BF16) {
+                gp_begin(st);
+                cs = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, N, n, K, &one, c->a.b[g], t16, K, x->xs, t16, K, &zero,
+                                  y + col, CUDA_R_32F, p->ld_y, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                gp_end(st, "gemm16", N, n, K);
+            } else {
+                int64_t tile = (int64_t)(x->ws_bytes / ((size_t)K * 2));
+                if (tile < 1) return (int)cudaErrorInvalidValue;
+                for (int64_t r0 = 0; r0 < N && cs == CUBLAS_STATUS_SUCCESS; r0 += tile) {
+                    int nr = (int)(N - r0 < tile ? N - r0 : tile);
+                    gp_begin(st);
+                    const uint8_t *wg = (const uint8_t *)c->a.b[g];
+                    bool vec = (dt == AK_Q4_0 || dt == AK_Q8_0) && K % 256 == 0 && ((uintptr_t)wg & 15) == 0;
+                    int nblk = blocks_for((int64_t)nr * (K / 32), 128);
+                    if (vec && dt == AK_Q4_0) k_dequant16_fast<AK_Q4_0><<<nblk, 128, 0, st>>>(wg, K, r0, nr, (__half *)x->ws);
+                    else if (vec) k_dequant16_fast<AK_Q8_0><<<nblk, 128, 0, st>>>(wg, K, r0, nr, (__half *)x->ws);
+                    else k_dequant16<__half><<<nblk, 128, 0, st>>>(wg, dt, K, r0, nr, (__half *)x->ws);
+                    gp_end(st, "dequant", nr, K, dt);
+                    gp_begin(st);
+                    cs = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, nr, n, K, &one, x->ws, CUDA_R_16F, K, x->xs, CUDA_R_16F, K, &zero,
+                                      y + col + r0, CUDA_R_32F, p->ld_y, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                    gp_end(st, "gemmq", nr, n, K);
+                }
+            }
+        }
+        if (cs != CUBLAS_STATUS_SUCCESS) return (int)cudaErrorUnknown;
+        if (g == 0 && p->has_bias)
+            k_add_bias<<<blocks_for((int64_t)n * N, 256), 256, 0, st>>>(y + col, p->ld_y, (const float *)c->a.b[5], N, n);
+    }
+    return (int)cudaGetLastError();
+}

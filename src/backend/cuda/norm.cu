@@ -1,0 +1,62 @@
+/* RMSNorm and the fused residual add + RMSNorm (with Gemma's optional post-norm of the
+ * added branch): one block per row, sums of squares in float. */
+#include "backend/cuda/common.cuh"
+
+#define AK_NORM_THREADS 512
+
+__global__ void __launch_bounds__(AK_NORM_THREADS) k_norm(ak_cuda_args a) {
+    __shared__ float red[32];
+    AK_KERNEL_ENTRY(ak_p_norm, p);
+    int i = blockIdx.x;
+    if (i >= p.n) return;
+    const float *x = (const float *)a.b[0] + (size_t)i * p.dim, *w = (const float *)a.b[1];
+    float *out = (float *)a.b[2] + (size_t)i * p.dim;
+    float ss = 0;
+    for (int k = threadIdx.x; k < p.dim; k += blockDim.x) ss += x[k] * x[k];
+    ss = ak_block_sum(ss, red);
+    float r = 1.0f / sqrtf(ss / (float)p.dim + p.eps);
+    for (int k = threadIdx.x; k < p.dim; k += blockDim.x) out[k] = x[k] * r * w[k];
+}
+
+/* x += [norm(a) * post_w | a]; out = norm(x) * w. Each thread rereads only what it wrote. */
+__global__ void __launch_bounds__(AK_NORM_THREADS) k_add_norm(ak_cuda_args a) {
+    __shared__ float red[32];
+    AK_KERNEL_ENTRY(ak_p_norm, p);
+    int i = blockIdx.x;
+    if (i >= p.n) return;
+    float *x = (float *)a.b[0] + (size_t)i * p.dim;
+    const float *ad = (const float *)a.b[1] + (size_t)i * p.dim, *pw = (const float *)a.b[2], *w = (const float *)a.b[3];
+    float *out = (float *)a.b[4] + (size_t)i * p.dim;
+    float ra = 1.f;
+    bool post = p.flags & AK_NORM_F_POST;
+    if (post) {
+        float ss = 0;
+        for (int k = threadIdx.x; k < p.dim; k += blockDim.x) ss += ad[k] * ad[k];
+        ss = ak_block_sum(ss, red);
+        ra = 1.0f / sqrtf(ss / (float)p.dim + p.eps);
+    }
+    float ss = 0;
+    for (int k = threadIdx.x; k < p.dim; k += blockDim.x) {
+        float v = post ? ad[k] * ra * pw[k] : ad[k];
+        float nx = x[k] + v;
+        x[k] = nx;
+        ss += nx * nx;
+    }
+    ss = ak_block_sum(ss, red);
+    float r = 1.0f / sqrtf(ss / (float)p.dim + p.eps);
+    for (int k = threadIdx.x; k < p.dim; k += blockDim.x) out[k] = x[k] * r * w[k];
+}
+
+static int threads_for(int dim) {
+    int t = 32;
+    while (t < AK_NORM_THREADS && t * 4 < dim) t *= 2;
+    return t;
+}
+
+extern "C" int ak_cuda_norm(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
+    return (int)ak_launch(k_norm, dim3(c->rows), dim3(threads_for(((const ak_p_norm *)c->a.p)->dim)), 0, x->stream, c->a);
+}
+
+extern "C" int ak_cuda_add_norm(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
+    return (int)ak_launch(k_add_norm, dim3(c->rows), dim3(threads_for(((const ak_p_norm *)c->a.p)->dim)), 0, x->stream, c->a);
+}

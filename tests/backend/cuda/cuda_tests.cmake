@@ -1,0 +1,14 @@
+# CUDA tests, built whenever the CUDA backend is (so CI, which has nvcc but no GPU,
+# compiles them). They carry the label `cuda`: `ctest -L cuda` runs them, `ctest -LE cuda`
+# leaves them out. Without a GPU they exit 77 and ctest reports them as skipped, so a
+# plain `ctest` on a machine without a GPU stays green.
+# The sources are not named test_*.c, so the glob in tests/CMakeLists.txt does not take them.
+if(AKUNU_HAVE_CUDA)
+  foreach(name cuda_kernels cuda_fixtures)
+    add_executable(${name} ${CMAKE_CURRENT_LIST_DIR}/${name}.c)
+    target_link_libraries(${name} PRIVATE aktest)
+    add_test(NAME ${name} COMMAND ${name})
+    set_tests_properties(${name} PROPERTIES LABELS cuda SKIP_RETURN_CODE 77
+      ENVIRONMENT "AKUNU_FIXTURES=${AKUNU_FIXTURES}")
+  endforeach()
+endif()
