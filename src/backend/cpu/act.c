@@ -47,7 +47,6 @@ void ak_cpu_argmax(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
 
 void ak_cpu_embed(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
     const ak_p_embed *p = (const ak_p_embed *)c->p;
-    const ak_dtype_traits *tr = &ak_dtype_info[p->dtype];
     size_t rb = ak_dtype_row_bytes((ak_dtype)p->dtype, p->dim);
     int64_t lo, hi;
     ak_split(p->n, ith, nth, &lo, &hi);
@@ -55,17 +54,17 @@ void ak_cpu_embed(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
         int32_t id;
         memcpy(&id, (const uint8_t *)c->b[1] + 4 * i, 4);
         float *o = (float *)c->b[2] + i * p->dim;
-        tr->dequant((const uint8_t *)c->b[0] + (size_t)id * rb, o, p->dim);
+        ak_cpu_dequant_row((ak_dtype)p->dtype, (const uint8_t *)c->b[0] + (size_t)id * rb, o, p->dim);
         if (p->scale != 1.f) for (int k = 0; k < p->dim; k++) o[k] *= p->scale;
         if (p->flags & (AK_EMBED_F_POS | AK_EMBED_F_TYPE)) {
             float *tmp = tls->scratch;
             if (p->flags & AK_EMBED_F_POS) {
                 size_t prb = ak_dtype_row_bytes((ak_dtype)p->pos_dtype, p->dim);
-                ak_dtype_info[p->pos_dtype].dequant((const uint8_t *)c->b[3] + (size_t)(p->pos + i) * prb, tmp, p->dim);
+                ak_cpu_dequant_row((ak_dtype)p->pos_dtype, (const uint8_t *)c->b[3] + (size_t)(p->pos + i) * prb, tmp, p->dim);
                 for (int k = 0; k < p->dim; k++) o[k] += tmp[k];
             }
             if (p->flags & AK_EMBED_F_TYPE) {
-                ak_dtype_info[p->type_dtype].dequant(c->b[4], tmp, p->dim);   /* token type 0 */
+                ak_cpu_dequant_row((ak_dtype)p->type_dtype, c->b[4], tmp, p->dim);   /* token type 0 */
                 for (int k = 0; k < p->dim; k++) o[k] += tmp[k];
             }
         }

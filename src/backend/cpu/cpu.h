@@ -44,6 +44,10 @@ ak_dot_fn ak_cpu_dot(ak_dtype t);
 float ak_dot_ref(ak_dtype t, int64_t K, const void *w, const float *x, float *scratch);
 float ak_dot_f32(int64_t K, const float *a, const float *b);
 
+/* One row of n values of dtype t to floats (dequant.c): the SIMD path where the level
+ * has one, else the reference; either way bit-identical to ak_dtype_info[t].dequant. */
+void ak_cpu_dequant_row(ak_dtype t, const void *src, float *dst, int64_t n);
+
 /* ---- int8 activations (quant_act.c, dotq_x86.c) ----
  * x is quantized per 32 values: d = max|x|/127, q = round(x/d), so every value is off
  * by at most d/2 and a dot with weights w is off by at most sum_i |w_i| d_blk(i) / 2.

@@ -1,6 +1,7 @@
 /* AVX2 (+FMA, F16C) dot kernels: each block is decoded to signed bytes in registers,
  * widened to floats and multiplied with x; block scales multiply the block's partial
- * sums. No row is written to memory. Layouts: see the reference in core/quants.c. */
+ * sums. No row is written to memory. Layouts: see the reference in core/quants.c.
+ * Also the AVX2 row dequantizers of dequant.c, which share the decoding. */
 #include "backend/cpu/dot_simd.h"
 #include <string.h>
 #if defined(__x86_64__)
@@ -351,11 +352,281 @@ AVX2 static float dot_q6_k(int64_t K, const void *w, const float *x, float *scra
     return hsum(_mm256_add_ps(a0, a1));
 }
 
+/* ---- MLX affine blocks (core/mlx.h): f16 scale s, f16 bias c, 32 codes LSB-first.
+ * Eight codes span `bits` whole bytes from byte bits*g, so each group of 8 is shifted
+ * out of a broadcast 32-bit word (6 bits: two words of 4 codes each) into int32 lanes;
+ * words are read where a load stays inside the codes, the shifts make up the offset. ---- */
+
+AVX2 static inline __m256i bcast32(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* Codes 8g..8g+7 of the block's code bytes q as 8 x int32. */
+AVX2 static inline __m256i mlx_group(int bits, const uint8_t *q, int g) {
+    __m256i w, sh;
+    switch (bits) {
+    case 2: /* groups 2h and 2h+1 share the word at 4h */
+        w = bcast32(q + 4 * (g / 2));
+        sh = g % 2 ? _mm256_setr_epi32(16, 18, 20, 22, 24, 26, 28, 30) : _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+        break;
+    case 3: /* the last group's word starts a byte early */
+        w = bcast32(q + (g == 3 ? 8 : 3 * g));
+        sh = g == 3 ? _mm256_setr_epi32(8, 11, 14, 17, 20, 23, 26, 29) : _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21);
+        break;
+    case 4:
+        w = bcast32(q + 4 * g);
+        sh = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+        break;
+    case 6: /* codes 0-3 from the word at 6g, codes 4-7 from bits 8.. of the word at 6g+2 */
+        w = _mm256_blend_epi32(bcast32(q + 6 * g), bcast32(q + 6 * g + 2), 0xF0);
+        sh = _mm256_setr_epi32(0, 6, 12, 18, 8, 14, 20, 26);
+        break;
+    default: /* 8 */
+        return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q + 8 * g)));
+    }
+    return _mm256_and_si256(_mm256_srlv_epi32(w, sh), _mm256_set1_epi32((1 << bits) - 1));
+}
+
+/* acc += s * sum(q x) + c * sum(x) over one block. */
+AVX2 static inline __m256 mlx_blk(int bits, const uint8_t *p, const float *x, __m256 acc) {
+    const uint8_t *q = p + 4;
+    __m256 qa = _mm256_mul_ps(_mm256_cvtepi32_ps(mlx_group(bits, q, 0)), loadx(x));
+    __m256 qb = _mm256_mul_ps(_mm256_cvtepi32_ps(mlx_group(bits, q, 2)), loadx(x + 16));
+    qa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mlx_group(bits, q, 1)), loadx(x + 8), qa);
+    qb = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mlx_group(bits, q, 3)), loadx(x + 24), qb);
+    __m256 t = _mm256_mul_ps(_mm256_set1_ps(f16_at(p + 2)), sum32(x));
+    t = _mm256_fmadd_ps(_mm256_set1_ps(f16_at(p)), _mm256_add_ps(qa, qb), t);
+    return _mm256_add_ps(acc, t);
+}
+
+#define MLX_BLK(B) \
+    AVX2 static inline __m256 mlx##B##_blk(const uint8_t *p, const float *x, __m256 acc) { return mlx_blk(B, p, x, acc); }
+MLX_BLK(2) MLX_BLK(3) MLX_BLK(4) MLX_BLK(6) MLX_BLK(8)
+
+BLOCKS32(dot_mlx_q2, mlx2_blk, 12)
+BLOCKS32(dot_mlx_q3, mlx3_blk, 16)
+BLOCKS32(dot_mlx_q4, mlx4_blk, 20)
+BLOCKS32(dot_mlx_q6, mlx6_blk, 28)
+BLOCKS32(dot_mlx_q8, mlx8_blk, 36)
+
 const ak_dot_fn ak_dot_avx2[AK_DTYPE_COUNT] = {
     [AK_F32] = dot_f32,   [AK_F16] = dot_f16,   [AK_BF16] = dot_bf16, [AK_Q4_0] = dot_q4_0,
     [AK_Q4_1] = dot_q4_1, [AK_Q5_0] = dot_q5_0, [AK_Q5_1] = dot_q5_1, [AK_Q8_0] = dot_q8_0,
     [AK_Q2_K] = dot_q2_k, [AK_Q3_K] = dot_q3_k, [AK_Q4_K] = dot_q4_k, [AK_Q5_K] = dot_q5_k,
-    [AK_Q6_K] = dot_q6_k,
+    [AK_Q6_K] = dot_q6_k, [AK_MLX_Q2] = dot_mlx_q2, [AK_MLX_Q3] = dot_mlx_q3, [AK_MLX_Q4] = dot_mlx_q4,
+    [AK_MLX_Q6] = dot_mlx_q6, [AK_MLX_Q8] = dot_mlx_q8,
+};
+
+/* ---- row dequantizers (dequant.c): the codes decoded as above, then value = d*q
+ * (+ m) as one multiply and one add, in the reference's order (core/quants.c, core/
+ * mlx.c), so every float is bit-identical to the reference's. (The products d*q are
+ * exact in float, at most 23 significant bits, so even a fused form would agree.) ---- */
+
+/* 16 signed bytes q -> d*q. */
+AVX2 static inline void st16_mul(__m128i q, __m256 d, float *dst) {
+    _mm256_storeu_ps(dst, _mm256_mul_ps(d, i8_to_f(q)));
+    _mm256_storeu_ps(dst + 8, _mm256_mul_ps(d, i8_to_f(_mm_unpackhi_epi64(q, q))));
+}
+
+/* 16 bytes q (< 128) -> d*q + m. */
+AVX2 static inline void st16_add(__m128i q, __m256 d, __m256 m, float *dst) {
+    _mm256_storeu_ps(dst, _mm256_add_ps(_mm256_mul_ps(d, i8_to_f(q)), m));
+    _mm256_storeu_ps(dst + 8, _mm256_add_ps(_mm256_mul_ps(d, i8_to_f(_mm_unpackhi_epi64(q, q))), m));
+}
+
+/* 16 bytes q (< 128) -> d*q - m. */
+AVX2 static inline void st16_sub(__m128i q, __m256 d, __m256 m, float *dst) {
+    _mm256_storeu_ps(dst, _mm256_sub_ps(_mm256_mul_ps(d, i8_to_f(q)), m));
+    _mm256_storeu_ps(dst + 8, _mm256_sub_ps(_mm256_mul_ps(d, i8_to_f(_mm_unpackhi_epi64(q, q))), m));
+}
+
+AVX2 static inline __m128i lo128(__m256i v) { return _mm256_castsi256_si128(v); }
+AVX2 static inline __m128i hi128(__m256i v) { return _mm256_extracti128_si256(v, 1); }
+
+AVX2 static void dq_f16(const void *src, float *dst, int64_t n) {
+    const uint16_t *h = src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, f16x8(h + i));
+    for (; i < n; i++) { uint16_t v; memcpy(&v, h + i, 2); dst[i] = ak_f16_to_f32(v); }
+}
+
+AVX2 static void dq_bf16(const void *src, float *dst, int64_t n) {
+    const uint16_t *h = src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, bf16x8(h + i));
+    for (; i < n; i++) { uint16_t v; memcpy(&v, h + i, 2); dst[i] = ak_bf16_to_f32(v); }
+}
+
+AVX2 static void dq_q4_0(const void *src, float *dst, int64_t n) {
+    const uint8_t *p = src;
+    for (int64_t b = 0; b < n / 32; b++, p += 18, dst += 32) {
+        __m256i q = _mm256_sub_epi8(nibbles32(p + 2), _mm256_set1_epi8(8));
+        __m256 d = _mm256_set1_ps(f16_at(p));
+        st16_mul(lo128(q), d, dst);
+        st16_mul(hi128(q), d, dst + 16);
+    }
+}
+
+AVX2 static void dq_q4_1(const void *src, float *dst, int64_t n) {
+    const uint8_t *p = src;
+    for (int64_t b = 0; b < n / 32; b++, p += 20, dst += 32) {
+        __m256i q = nibbles32(p + 4);
+        __m256 d = _mm256_set1_ps(f16_at(p)), m = _mm256_set1_ps(f16_at(p + 2));
+        st16_add(lo128(q), d, m, dst);
+        st16_add(hi128(q), d, m, dst + 16);
+    }
+}
+
+AVX2 static void dq_q5_0(const void *src, float *dst, int64_t n) {
+    const uint8_t *p = src;
+    for (int64_t b = 0; b < n / 32; b++, p += 22, dst += 32) {
+        __m256i q = _mm256_or_si256(nibbles32(p + 6), bit4_from_bits(p + 2));
+        q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+        __m256 d = _mm256_set1_ps(f16_at(p));
+        st16_mul(lo128(q), d, dst);
+        st16_mul(hi128(q), d, dst + 16);
+    }
+}
+
+AVX2 static void dq_q5_1(const void *src, float *dst, int64_t n) {
+    const uint8_t *p = src;
+    for (int64_t b = 0; b < n / 32; b++, p += 24, dst += 32) {
+        __m256i q = _mm256_or_si256(nibbles32(p + 8), bit4_from_bits(p + 4));
+        __m256 d = _mm256_set1_ps(f16_at(p)), m = _mm256_set1_ps(f16_at(p + 2));
+        st16_add(lo128(q), d, m, dst);
+        st16_add(hi128(q), d, m, dst + 16);
+    }
+}
+
+AVX2 static void dq_q8_0(const void *src, float *dst, int64_t n) {
+    const uint8_t *p = src;
+    for (int64_t b = 0; b < n / 32; b++, p += 34, dst += 32) {
+        __m256 d = _mm256_set1_ps(f16_at(p));
+        st16_mul(_mm_loadu_si128((const __m128i *)(p + 2)), d, dst);
+        st16_mul(_mm_loadu_si128((const __m128i *)(p + 18)), d, dst + 16);
+    }
+}
+
+/* Q2_K: dl = d*sc and ml = dmin*m per 16 values (scale16_i8 multiplies as the
+ * reference does), then dl*q - ml; walk as dot_q2_k. */
+AVX2 static void dq_q2_k(const void *src, float *dst, int64_t n) {
+    const uint8_t *p = src;
+    _Alignas(32) float dl[16], ml[16];
+    const __m128i m4 = _mm_set1_epi8(0xF);
+    const __m256i m2 = _mm256_set1_epi8(3);
+    for (int64_t b = 0; b < n / 256; b++, p += 84, dst += 256) {
+        __m128i sc = _mm_loadu_si128((const __m128i *)p);
+        scale16_i8(_mm_and_si128(sc, m4), f16_at(p + 80), dl);
+        scale16_i8(_mm_and_si128(_mm_srli_epi16(sc, 4), m4), f16_at(p + 82), ml);
+        for (int h = 0; h < 2; h++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(p + 16 + 32 * h));
+            for (int s = 0; s < 4; s++, v = _mm256_srli_epi16(v, 2)) {
+                __m256i q = _mm256_and_si256(v, m2);
+                int j = 8 * h + 2 * s;
+                float *o = dst + 128 * h + 32 * s;
+                st16_sub(lo128(q), _mm256_broadcast_ss(dl + j), _mm256_broadcast_ss(ml + j), o);
+                st16_sub(hi128(q), _mm256_broadcast_ss(dl + j + 1), _mm256_broadcast_ss(ml + j + 1), o + 16);
+            }
+        }
+    }
+}
+
+AVX2 static void dq_q3_k(const void *src, float *dst, int64_t n) {
+    const uint8_t *p = src;
+    _Alignas(32) float dl[16];
+    const __m256i m2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), four = _mm256_set1_epi8(4);
+    for (int64_t b = 0; b < n / 256; b++, p += 110, dst += 256) {
+        scale16_i8(q3_k_scales(p + 96), f16_at(p + 108), dl);
+        __m256i hm = _mm256_loadu_si256((const __m256i *)p);
+        for (int h = 0; h < 2; h++) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(p + 32 + 32 * h));
+            for (int s = 0; s < 4; s++, v = _mm256_srli_epi16(v, 2), hm = _mm256_srli_epi16(hm, 1)) {
+                __m256i hb = _mm256_slli_epi16(_mm256_and_si256(hm, one), 2);
+                __m256i q = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(v, m2), hb), four);
+                int j = 8 * h + 2 * s;
+                float *o = dst + 128 * h + 32 * s;
+                st16_mul(lo128(q), _mm256_broadcast_ss(dl + j), o);
+                st16_mul(hi128(q), _mm256_broadcast_ss(dl + j + 1), o + 16);
+            }
+        }
+    }
+}
+
+/* Q4_K (five 0) and Q5_K (five 1, qh at +16, qs at +48). */
+AVX2 static inline void dq_q45_k(const uint8_t *p, float *dst, int64_t n, int five) {
+    float dl[8], ml[8];
+    const int bytes = five ? 176 : 144, qs_at = five ? 48 : 16;
+    const __m256i m4 = _mm256_set1_epi8(0xF), one = _mm256_set1_epi8(1);
+    for (int64_t b = 0; b < n / 256; b++, p += bytes, dst += 256) {
+        k4_scales(p + 4, f16_at(p), f16_at(p + 2), dl, ml);
+        __m256i qh = five ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++, qh = _mm256_srli_epi16(qh, 2)) {
+            __m256i v = _mm256_loadu_si256((const __m256i *)(p + qs_at + 32 * c));
+            __m256i q0 = _mm256_and_si256(v, m4), q1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            if (five) {
+                q0 = _mm256_or_si256(q0, _mm256_slli_epi16(_mm256_and_si256(qh, one), 4));
+                q1 = _mm256_or_si256(q1, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 1), one), 4));
+            }
+            float *o = dst + 64 * c;
+            __m256 d0 = _mm256_set1_ps(dl[2 * c]), m0 = _mm256_set1_ps(ml[2 * c]);
+            __m256 d1 = _mm256_set1_ps(dl[2 * c + 1]), m1 = _mm256_set1_ps(ml[2 * c + 1]);
+            st16_sub(lo128(q0), d0, m0, o);
+            st16_sub(hi128(q0), d0, m0, o + 16);
+            st16_sub(lo128(q1), d1, m1, o + 32);
+            st16_sub(hi128(q1), d1, m1, o + 48);
+        }
+    }
+}
+
+AVX2 static void dq_q4_k(const void *src, float *dst, int64_t n) { dq_q45_k(src, dst, n, 0); }
+AVX2 static void dq_q5_k(const void *src, float *dst, int64_t n) { dq_q45_k(src, dst, n, 1); }
+
+AVX2 static void dq_q6_k(const void *src, float *dst, int64_t n) {
+    const uint8_t *p = src;
+    _Alignas(32) float dl[16];
+    const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
+    for (int64_t b = 0; b < n / 256; b++, p += 210, dst += 256) {
+        scale16_i8(_mm_loadu_si128((const __m128i *)(p + 192)), f16_at(p + 208), dl);
+        for (int h = 0; h < 2; h++) {
+            __m256i la = _mm256_loadu_si256((const __m256i *)(p + 64 * h));
+            __m256i lb = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32));
+            __m256i hv = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+            for (int c = 0; c < 4; c++, hv = _mm256_srli_epi16(hv, 2)) {
+                __m256i lo = c & 1 ? lb : la;
+                if (c >= 2) lo = _mm256_srli_epi16(lo, 4);
+                __m256i q = _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_slli_epi16(_mm256_and_si256(hv, m2), 4));
+                q = _mm256_sub_epi8(q, off);
+                int j = 8 * h + 2 * c;
+                float *o = dst + 128 * h + 32 * c;
+                st16_mul(lo128(q), _mm256_broadcast_ss(dl + j), o);
+                st16_mul(hi128(q), _mm256_broadcast_ss(dl + j + 1), o + 16);
+            }
+        }
+    }
+}
+
+/* MLX: s*q + c per group of 8. */
+AVX2 static inline void dq_mlx(int bits, const uint8_t *p, float *dst, int64_t n) {
+    const int bytes = 4 + 4 * bits;
+    for (int64_t b = 0; b < n / 32; b++, p += bytes, dst += 32) {
+        __m256 s = _mm256_set1_ps(f16_at(p)), c = _mm256_set1_ps(f16_at(p + 2));
+        for (int g = 0; g < 4; g++)
+            _mm256_storeu_ps(dst + 8 * g, _mm256_add_ps(_mm256_mul_ps(s, _mm256_cvtepi32_ps(mlx_group(bits, p + 4, g))), c));
+    }
+}
+
+#define DQ_MLX(B) \
+    AVX2 static void dq_mlx_q##B(const void *src, float *dst, int64_t n) { dq_mlx(B, src, dst, n); }
+DQ_MLX(2) DQ_MLX(3) DQ_MLX(4) DQ_MLX(6) DQ_MLX(8)
+
+const ak_dequant_fn ak_dequant_avx2[AK_DTYPE_COUNT] = {
+    [AK_F16] = dq_f16,     [AK_BF16] = dq_bf16,   [AK_Q4_0] = dq_q4_0,   [AK_Q4_1] = dq_q4_1,
+    [AK_Q5_0] = dq_q5_0,   [AK_Q5_1] = dq_q5_1,   [AK_Q8_0] = dq_q8_0,   [AK_Q2_K] = dq_q2_k,
+    [AK_Q3_K] = dq_q3_k,   [AK_Q4_K] = dq_q4_k,   [AK_Q5_K] = dq_q5_k,   [AK_Q6_K] = dq_q6_k,
+    [AK_MLX_Q2] = dq_mlx_q2, [AK_MLX_Q3] = dq_mlx_q3, [AK_MLX_Q4] = dq_mlx_q4, [AK_MLX_Q6] = dq_mlx_q6,
+    [AK_MLX_Q8] = dq_mlx_q8,
 };
 #else
 typedef int ak_dot_avx2_unused;

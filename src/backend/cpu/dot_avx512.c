@@ -120,6 +120,10 @@ BLOCKS32(dot_q5_0, q5_0_blk, 22)
 BLOCKS32(dot_q5_1, q5_1_blk, 24)
 BLOCKS32(dot_q8_0, q8_0_blk, 34)
 
+/* MLX blocks stay on AVX2: a 512-bit kernel (codes byte-shuffled into 16 int32 lanes)
+ * measured 10-20% slower for 2-, 3-, 4- and 8-bit codes and level for 6 bits (Zen 4,
+ * and a Xeon). */
+
 /* ---- k-quants (layouts: dot_avx2.c and core/quants.c). Q2_K, Q3_K and Q6_K measured
  * slower at 512 bits on Zen 4 (16-value sub-block scales), so they stay on AVX2. ---- */
 

@@ -155,7 +155,7 @@ static void gemm_float(const ak_p_mm *p, const segs *s, int n, const float *x, f
             for (int i = 0; i < n; i++) y[(size_t)i * p->ld_y + j] = s->dot[g](p->K, wr, x + (size_t)i * p->ld_x, row) + b;
             continue;
         }
-        ak_dtype_info[s->t[g]].dequant(wr, row, p->K);
+        ak_cpu_dequant_row(s->t[g], wr, row, p->K);
         for (int i = 0; i < n; i++) y[(size_t)i * p->ld_y + j] = ak_dot_f32(p->K, row, x + (size_t)i * p->ld_x) + b;
     }
 }
