@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# akunu vs llama.cpp on a CUDA machine, same files, one run: builds llama.cpp's llama-bench
+# with CUDA from a source tarball (SRC, default .llama/src.tgz: the vendor/llama.cpp tree of
+# PyPI's llama-cpp-python sdist, trimmed to what the build needs, carried to the device in
+# an ignored folder), builds akunu, writes the synthetic models and prints both engines'
+# pp512 / tg128 and their ratios. A build that outlives the call resumes on the next one
+# while the machine is warm (the build folder is /root/llama-build).
+#   bench/gpu-compare.sh [MODEL ...]     (default: qwen3-0.6b-q4_0 llama-3-8b-q4_0 llama-3-8b-q8_0)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/build-gpu/compare-out}
+mkdir -p "$OUT"
+src=${SRC:-.llama/src.tgz}
+lb=/root/llama-build
+models=("$@")
+[ ${#models[@]} -gt 0 ] || models=(qwen3-0.6b-q4_0 llama-3-8b-q4_0 llama-3-8b-q8_0)
+if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+fi
+if [ ! -x "$lb/b/bin/llama-bench" ]; then
+    mkdir -p "$lb" && [ -f "$lb/CMakeLists.txt" ] || tar xzf "$src" -C "$lb"
+    [ -f "$lb/b/build.ninja" ] || cmake -S "$lb" -B "$lb/b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+        -DCMAKE_CUDA_ARCHITECTURES=90a-real -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF > "$OUT/llama-cfg.log" 2>&1
+    t0=$(date +%s)
+    timeout "${BUILD_S:-420}" cmake --build "$lb/b" --target llama-bench -j"$(nproc)" > "$OUT/llama-build.log" 2>&1
+    echo "llama.cpp build rc=$? after $(( $(date +%s) - t0 )) s"
+    [ -x "$lb/b/bin/llama-bench" ] || { tail -5 "$OUT/llama-build.log"; echo "llama-bench not built yet: call again"; exit 3; }
+fi
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real >/dev/null 2>&1 &&
+    cmake --build build-gpu -j"$(nproc)" --target akunu_cli >/dev/null 2>&1 || { echo "akunu build failed"; exit 1; }
+mkdir -p models
+python3 tools/make_bench_models.py models --only "${models[@]}" >/dev/null || exit 1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+printf "| model | test | akunu t/s | llama.cpp t/s | ratio |\n| --- | --- | ---: | ---: | ---: |\n"
+for m in "${models[@]}"; do
+    f=models/bench-$m.gguf
+    build-gpu/akunu bench -m "$f" --backend cuda -p 512 -n 128 -r 5 --json > "$OUT/akunu-$m.json" 2>/dev/null
+    "$lb/b/bin/llama-bench" -m "$f" -ngl 99 -p 512 -n 128 -r 5 -o json > "$OUT/llama-$m.json" 2>/dev/null
+    python3 - "$m" "$OUT/akunu-$m.json" "$OUT/llama-$m.json" <<'PY'
+import json, sys
+m, a, l = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+ll = {("pp%d" % r["n_prompt"]) if r["n_gen"] == 0 else ("tg%d" % r["n_gen"]): r["avg_ts"] for r in l}
+for r in a:
+    t, v = r["test"], r["tps_median"]
+    o = ll.get(t)
+    print(f"| {m} | {t} | {v:.1f} | {o:.1f} | {v / o:.2f} |" if o else f"| {m} | {t} | {v:.1f} | - | - |")
+PY
+done
