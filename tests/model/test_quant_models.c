@@ -32,30 +32,6 @@ static const struct { const char *type; double tol[2]; } tols[] = {
 };
 static const char *models[] = {"llama", "qwen3"};
 
-/* The prompt ids of manifest.json ("prompt_ids": [ ... ]). */
-static int read_prompt(int32_t *ids) {
-    size_t n;
-    char *js = ak_read_file(ak_fixture("manifest.json"), &n);
-    if (!js) return -1;
-    js = realloc(js, n + 1);
-    js[n] = 0;
-    char *p = strstr(js, "\"prompt_ids\"");
-    int k = 0;
-    if (p && (p = strchr(p, '['))) {
-        p++;
-        while (k < NTOK) {
-            char *end;
-            long v = strtol(p, &end, 10);
-            if (end == p) break;
-            ids[k++] = (int32_t)v;
-            p = end;
-            while (*p == ',' || *p == ' ' || *p == '\n' || *p == '\r' || *p == '\t') p++;
-        }
-    }
-    free(js);
-    return k;
-}
-
 /* Logits of every position by decode: prefill ids[0], then one ak_decode per id. */
 static ak_status run_decode(ak_session *s, const int32_t *ids, float *out, ak_err *err) {
     int32_t next;
@@ -131,7 +107,11 @@ static void run(const char *model, const char *type, double tol, const int32_t *
 
 int main(void) {
     int32_t ids[NTOK];
-    int n = read_prompt(ids);
+    size_t sz;
+    char *js = ak_read_file(ak_fixture("manifest.json"), &sz);
+    int n = -1;
+    if (js && (js = realloc(js, sz + 1))) { js[sz] = 0; n = ak_json_ints(js, NULL, "prompt_ids", ids, NTOK); }
+    free(js);
     CHECK(n == NTOK, "manifest.json: %d prompt ids", n);
     if (n != NTOK) return ak_test_done();
     ak_cpu_detect();
