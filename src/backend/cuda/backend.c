@@ -180,6 +180,30 @@ static cudaError_t capture(cuda_backend *cb, cuda_table *t, int steps, cudaGraph
     return e;
 }
 
+/* Features the table may ask for that these kernels lack: refuse them at encode rather
+ * than compute something else (encoders' LayerNorm, learned positions and plain
+ * activation; the MLX block types). */
+static const char *unsupported(const ak_cmd *c) {
+    const void *p = c->params;
+    switch (c->kernel) {
+    case AK_K_NORM: case AK_K_ADD_NORM:
+        return (((const ak_p_norm *)p)->flags & AK_NORM_F_LAYER) ? "LayerNorm" : NULL;
+    case AK_K_EMBED: {
+        const ak_p_embed *e = p;
+        if (e->flags) return "position or token-type embeddings";
+        return e->dtype >= AK_MLX_Q2 ? "an MLX weight type" : NULL;
+    }
+    case AK_K_ACT_GATE: return ((const ak_p_act *)p)->gated ? NULL : "an ungated activation";
+    case AK_K_GEMV: case AK_K_GEMM: {
+        const ak_p_mm *m = p;
+        for (int g = 0; g < m->nseg; g++) if (m->dtype[g] >= AK_MLX_Q2) return "an MLX weight type";
+        return NULL;
+    }
+    case AK_K_GEMV_ACT_DOWN: return ((const ak_p_act_down *)p)->dtype >= AK_MLX_Q2 ? "an MLX weight type" : NULL;
+    default: return NULL;
+    }
+}
+
 static size_t up256(size_t x) { return (x + 255) & ~(size_t)255; }
 
 static ak_status grow(void **p, size_t *have, size_t need, ak_err *err) {
@@ -248,6 +272,11 @@ static ak_status cu_encode(ak_backend *b, const ak_table *tab, void *const bufs[
         if (((c->patch & AK_PATCH_N) && c->off_n != 0) || ((c->patch & AK_PATCH_POS) && c->off_pos != 4) ||
             ((c->patch & AK_PATCH_KVLEN) && c->off_kv != 8)) {
             st = ak_fail(err, AK_ERR_UNSUPPORTED, "cuda: %s patches a field other than n, pos or kv_len", tab->labels[i]);
+            goto fail;
+        }
+        const char *why = unsupported(c);
+        if (why) {
+            st = ak_fail(err, AK_ERR_UNSUPPORTED, "cuda: %s needs %s, which the CUDA kernels do not implement yet", tab->labels[i], why);
             goto fail;
         }
         e->kernel = c->kernel;
