@@ -106,9 +106,118 @@ DOTQ32(dotq_q5_0, 22, _mm256_or_si256(F(nib32)(p + 6), F(bit4)(p + 2)), 0, 0, 16
 DOTQ32(dotq_q5_1, 24, _mm256_or_si256(F(nib32)(p + 8), F(bit4)(p + 4)), 0, 2, 0)
 DOTQ32(dotq_q8_0, 34, _mm256_loadu_si256((const __m256i *)(p + 2)), 1, 0, 0)
 
+/* ---- K-quant GEMV (256-value super-blocks; every 32-value block lines up with one
+ * block of x) ---- Per block: acc += float(isum) * (d * sc * dx), the 6-bit scale and
+ * min of Q4_K/Q5_K per 32 values, the int8 scale of Q6_K per 16 (lanes 0-3 / 4-7 of the
+ * int32 sums). Mins: dmin * m * (sum of d q of x over the block), one vector per row.
+ * Q6_K codes are unsigned (0-63) with the -32 offset started as 4 * m8. */
+
+/* The 8 scales and 8 mins of a Q4_K/Q5_K super-block (12 bytes at q) as floats:
+ * j < 4: q[j] & 63, q[j+4] & 63; j >= 4: low nibble / high nibble of q[j+4] with the
+ * top two bits of q[j-4] / q[j] above them. */
+TGT static inline void F(k4_scales)(const uint8_t *q, __m256 *sc, __m256 *mn) {
+    uint32_t a, b, c;
+    memcpy(&a, q, 4);
+    memcpy(&b, q + 4, 4);
+    memcpy(&c, q + 8, 4);
+    uint32_t s_lo = a & 0x3F3F3F3Fu, m_lo = b & 0x3F3F3F3Fu;
+    uint32_t s_hi = (c & 0x0F0F0F0Fu) | ((a >> 6) & 0x03030303u) << 4;
+    uint32_t m_hi = ((c >> 4) & 0x0F0F0F0Fu) | ((b >> 6) & 0x03030303u) << 4;
+    __m128i sv = _mm_set_epi32(0, 0, (int)s_hi, (int)s_lo), mv = _mm_set_epi32(0, 0, (int)m_hi, (int)m_lo);
+    *sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sv));
+    *mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mv));
+}
+
+/* The 8 per-block sums of d q of x for blocks 8 sb .. 8 sb + 7 (s holds two per block). */
+TGT static inline __m256 F(xsum8)(const float *s) {
+    __m256 h = _mm256_hadd_ps(_mm256_loadu_ps(s), _mm256_loadu_ps(s + 8));
+    return _mm256_permutevar8x32_ps(h, _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
+}
+
+/* Broadcast lane j of v (j a constant after unrolling). */
+#define LANE(v, j) _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(j))
+
+#define DOTQ_K4(NAME, BYTES, FIVE)                                                             \
+    TGT static float F(NAME)(int64_t K, const void *w, const ak_xq *x) {                       \
+        const uint8_t *p = w;                                                                  \
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, am = a0;                                      \
+        for (int64_t sb = 0; sb < K / 256; sb++, p += (BYTES)) {                                \
+            __m256 sc, mn;                                                                     \
+            F(k4_scales)(p + 4, &sc, &mn);                                                     \
+            const float *dx = x->d + 8 * sb;                                                   \
+            __m256 fac = _mm256_mul_ps(_mm256_mul_ps(sc, _mm256_set1_ps(F(f16_at)(p))), _mm256_loadu_ps(dx)); \
+            am = _mm256_fmadd_ps(_mm256_mul_ps(mn, _mm256_set1_ps(F(f16_at)(p + 2))), F(xsum8)(x->s + 16 * sb), am); \
+            const int8_t *xq = x->q + 256 * sb;                                                \
+            const uint8_t *qs = p + ((FIVE) ? 48 : 16);                                        \
+            __m256i qh = (FIVE) ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256(); \
+            const __m256i lo4 = _mm256_set1_epi8(0xF);                                          \
+            for (int i = 0; i < 4; i++) {                                                      \
+                __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * i));                \
+                __m256i u0 = _mm256_and_si256(v, lo4);                                         \
+                __m256i u1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);                   \
+                if (FIVE) {                                                                    \
+                    const __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * i)));                 \
+                    const __m256i b1 = _mm256_set1_epi8((char)(2 << (2 * i)));                 \
+                    const __m256i h5 = _mm256_set1_epi8(0x10);                                 \
+                    u0 = _mm256_or_si256(u0, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b0), b0), h5)); \
+                    u1 = _mm256_or_si256(u1, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b1), b1), h5)); \
+                }                                                                              \
+                __m256i i0 = F(idot_u)(u0, _mm256_loadu_si256((const __m256i *)(xq + 64 * i))); \
+                __m256i i1 = F(idot_u)(u1, _mm256_loadu_si256((const __m256i *)(xq + 64 * i + 32))); \
+                a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), LANE(fac, 2 * i), a0);            \
+                a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), LANE(fac, 2 * i + 1), a1);        \
+            }                                                                                  \
+        }                                                                                      \
+        return F(hsum)(_mm256_add_ps(a0, a1)) - F(hsum)(am);                                   \
+    }
+
+DOTQ_K4(dotq_q4_k, 144, 0)
+DOTQ_K4(dotq_q5_k, 176, 1)
+
+/* Q6_K: ql[128], qh[64], scales int8[16], d. Per half of 128 values: blocks 0-3 take
+ * the low nibbles of ql[0:32], ql[32:64], then the high nibbles, with bit pairs 0-1,
+ * 2-3, 4-5, 6-7 of qh[0:32] as bits 4-5. */
+TGT static float F(dotq_q6_k)(int64_t K, const void *w, const ak_xq *x) {
+    const uint8_t *p = w;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    const __m256i lo4 = _mm256_set1_epi8(0xF), hi2 = _mm256_set1_epi8(0x30);
+    for (int64_t sb = 0; sb < K / 256; sb++, p += 210) {
+        __m128i s16 = _mm_loadu_si128((const __m128i *)(p + 192));
+        __m256 d = _mm256_set1_ps(F(f16_at)(p + 208));
+        __m256 sc0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s16)));
+        __m256 sc1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s16, 8))));
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = p + 64 * h, *qhp = p + 128 + 32 * h;
+            int64_t b = 8 * sb + 4 * h;
+            const int8_t *xq = x->q + 32 * b;
+            __m256 sc = h ? sc1 : sc0;
+            __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+            __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            __m256i qh = _mm256_loadu_si256((const __m256i *)qhp);
+            __m256i u[4] = {
+                _mm256_or_si256(_mm256_and_si256(l0, lo4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), hi2)),
+                _mm256_or_si256(_mm256_and_si256(l1, lo4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), hi2)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), lo4), _mm256_and_si256(qh, hi2)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), lo4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), hi2)),
+            };
+            for (int j = 0; j < 4; j++) {
+                __m256i m = _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(x->m8 + 8 * (b + j))), 2);
+                __m256i is = F(idot_acc)(m, u[j], _mm256_loadu_si256((const __m256i *)(xq + 32 * j)));
+                __m256 f = _mm256_permutevar8x32_ps(sc, _mm256_setr_epi32(2 * j, 2 * j, 2 * j, 2 * j, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1));
+                f = _mm256_mul_ps(f, _mm256_broadcast_ss(x->d + b + j));
+                if (j & 1) a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), f, a1);
+                else a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), f, a0);
+            }
+        }
+    }
+    return F(hsum)(_mm256_add_ps(a0, a1));
+}
+#undef LANE
+
 const ak_dotq_fn F(ak_dotq)[AK_DTYPE_COUNT] = {
     [AK_Q4_0] = F(dotq_q4_0), [AK_Q4_1] = F(dotq_q4_1), [AK_Q5_0] = F(dotq_q5_0),
-    [AK_Q5_1] = F(dotq_q5_1), [AK_Q8_0] = F(dotq_q8_0),
+    [AK_Q5_1] = F(dotq_q5_1), [AK_Q8_0] = F(dotq_q8_0), [AK_Q4_K] = F(dotq_q4_k),
+    [AK_Q5_K] = F(dotq_q5_k), [AK_Q6_K] = F(dotq_q6_k),
 };
 
 /* ---- GEMM tile: MR unpacked weight rows x NR quantized activation rows ----

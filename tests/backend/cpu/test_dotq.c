@@ -90,7 +90,7 @@ static double ref_dot(ak_dtype t, int64_t K, const uint8_t *w, const ak_xq *q, c
 }
 
 static void test_dots(void) {
-    static const int64_t lens[] = {32, 64, 96, 256, 512, 768, 1280, 4096 + 256 + 32 * 3};
+    static const int64_t lens[] = {32, 64, 96, 256, 512, 768, 1280, 4352, 4096 + 256 + 32 * 3};
     for (size_t ti = 0; ti < NQT; ti++) {
         ak_dtype t = qtypes[ti];
         double worst = 0, worst_bound = 0;
