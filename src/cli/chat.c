@@ -2,8 +2,6 @@
  * with the model's chat template, keeps the KV cache of the longest common prefix and
  * prefills only what is new, then streams the reply. */
 #include "cli/cli.h"
-#include "model/chat.h"
-#include "model/model.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,15 +33,6 @@ static void conv_clear(conv *c, int keep) {
     c->n = keep;
 }
 
-static char *render(const ak_chat_template *ct, const conv *c, const ak_chat_opts *co) {
-    ak_err err = {{0}};
-    size_t n = 0;
-    if (ak_chat_render(ct, c->v, c->n, co, NULL, 0, &n, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); return NULL; }
-    char *out = malloc(n + 1);
-    if (out && ak_chat_render(ct, c->v, c->n, co, out, n + 1, &n, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); free(out); return NULL; }
-    return out;
-}
-
 int ak_cmd_chat(int argc, char **argv) {
     ak_cli_opts o;
     int rc = ak_cli_parse(argc, argv, &o, usage);
@@ -52,19 +41,12 @@ int ak_cmd_chat(int argc, char **argv) {
     ak_session *s;
     if ((rc = ak_cli_open(&o, false, &m, &s))) return rc;
     ak_tokenizer *t = ak_cli_tokenizer(m);
-    ak_chat_template ct = ak_chat_template_chatml();
-    ak_str tmpl;
+    ak_cli_chat ct;
     ak_err err = {{0}};
     if (!t) { rc = 1; goto out; }
-    if (!ak_gguf_get_str(m->gguf, "tokenizer.chat_template", &tmpl))
-        fprintf(stderr, "akunu: the file has no chat template; using ChatML\n");
-    else if (ak_chat_detect(tmpl.ptr, tmpl.len, &ct, &err))
-        fprintf(stderr, "akunu: %s; using ChatML\n", err.msg);
-    size_t bl = 0, el = 0;
-    const char *b = ak_tokenizer_bos(t) >= 0 ? ak_tokenizer_text(t, ak_tokenizer_bos(t), &bl) : NULL;
-    const char *e = ak_tokenizer_eos(t) >= 0 ? ak_tokenizer_text(t, ak_tokenizer_eos(t), &el) : NULL;
-    char *bos = b ? strndup(b, bl) : NULL, *eos = e ? strndup(e, el) : NULL;
-    ak_chat_opts co = {.bos = bos, .eos = eos, .add_generation_prompt = true};
+    int found = ak_cli_chat_open(m, t, &ct, &err);
+    if (found == 0) fprintf(stderr, "akunu: the file has no chat template; using ChatML\n");
+    if (found < 0) fprintf(stderr, "akunu: %s; using ChatML\n", err.msg);
     conv c = {0};
     int keep = 0;
     if (o.n_prompts) { conv_add(&c, "system", o.prompts[0]); keep = 1; }
@@ -86,7 +68,7 @@ int ak_cmd_chat(int argc, char **argv) {
         if (!len) break;
         if (!strcmp(line, "/reset")) { conv_clear(&c, keep); ak_session_reset(s); n_cached = 0; continue; }
         if (conv_add(&c, "user", line)) { rc = 1; break; }
-        char *text = render(&ct, &c, &co);
+        char *text = ak_cli_chat_render(&ct, c.v, c.n);
         int n = 0;
         int32_t *ids = text ? ak_cli_tokenize(t, text, false, true, &n) : NULL;
         free(text);
@@ -128,8 +110,7 @@ done:
     free(cached);
     free(logits);
     ak_sampler_free(smp);
-    free(bos);
-    free(eos);
+    ak_cli_chat_close(&ct);
 out:
     ak_tokenizer_free(t);
     ak_session_free(s);

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "core/sampler.h"
+#include "model/chat.h"
 #include "model/tokenizer.h"
 
 #define AK_CLI_MAX_PROMPTS 256
@@ -57,5 +58,15 @@ typedef struct {
 int ak_cli_generate(ak_session *s, const ak_tokenizer *t, const ak_cli_opts *o, ak_sampler *smp, int32_t first,
                     float *logits, ak_cli_reply *r);
 double ak_cli_now(void);
+
+/* The file's chat template and the BOS/EOS texts templates insert. Returns 1 when the
+ * file has a template we render, 0 when it has none, -1 when its family is unknown
+ * (err says why); in the last two cases ct is plain ChatML. */
+typedef struct { ak_chat_template ct; char *bos, *eos; } ak_cli_chat;
+int ak_cli_chat_open(const ak_model *m, const ak_tokenizer *t, ak_cli_chat *c, ak_err *err);
+void ak_cli_chat_close(ak_cli_chat *c);
+/* The conversation rendered with the generation prompt (malloc'd); prints the error and
+ * returns NULL when the template rejects it. */
+char *ak_cli_chat_render(const ak_cli_chat *c, const ak_chat_msg *msgs, int n);
 
 #endif

@@ -2,8 +2,6 @@
  * (--print-ids) come out; with -p the text is tokenized with the model's tokenizer,
  * wrapped in its chat template unless --raw, and the reply streams to stdout. */
 #include "cli/cli.h"
-#include "model/chat.h"
-#include "model/model.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,36 +15,20 @@ static const char *usage =
     "  --stop STR         stop when STR appears (repeatable)\n"
     "  -c CTX  --chunk N  -t THREADS  --kv-f16  --backend cpu|cuda|auto  -v\n";
 
-/* Prompt text for one user turn: the chat template when the file has one we render. */
+/* Prompt text for one user turn: the chat template when the file has one we render;
+ * a file without one (a base model) gets the prompt as it is. */
 static char *prompt_text(const ak_model *m, const ak_tokenizer *t, const char *user, bool raw, bool *templated) {
     *templated = false;
-    ak_str tmpl;
-    ak_chat_template ct;
+    if (raw) return strdup(user);
+    ak_cli_chat c;
     ak_err err = {{0}};
-    /* No template in the file (a base model): the prompt goes in as it is. */
-    if (raw || !ak_gguf_get_str(m->gguf, "tokenizer.chat_template", &tmpl)) return strdup(user);
-    if (ak_chat_detect(tmpl.ptr, tmpl.len, &ct, &err)) {
-        fprintf(stderr, "akunu: %s; using the prompt as it is (--raw)\n", err.msg);
-        return strdup(user);
-    }
-    size_t bl = 0, el = 0;
-    const char *b = ak_tokenizer_bos(t) >= 0 ? ak_tokenizer_text(t, ak_tokenizer_bos(t), &bl) : NULL;
-    const char *e = ak_tokenizer_eos(t) >= 0 ? ak_tokenizer_text(t, ak_tokenizer_eos(t), &el) : NULL;
-    char *bos = b ? strndup(b, bl) : NULL, *eos = e ? strndup(e, el) : NULL;
+    int found = ak_cli_chat_open(m, t, &c, &err);
+    if (found < 0) fprintf(stderr, "akunu: %s; using the prompt as it is (--raw)\n", err.msg);
     ak_chat_msg msg = {"user", user};
-    ak_chat_opts co = {.bos = bos, .eos = eos, .add_generation_prompt = true};
-    size_t n = 0;
-    char *out = NULL;
-    if (ak_chat_render(&ct, &msg, 1, &co, NULL, 0, &n, &err) == AK_OK && (out = malloc(n + 1)) &&
-        ak_chat_render(&ct, &msg, 1, &co, out, n + 1, &n, &err) == AK_OK) {
-        *templated = true;
-    } else {
-        free(out);
-        out = strdup(user);
-    }
-    free(bos);
-    free(eos);
-    return out;
+    char *out = found > 0 ? ak_cli_chat_render(&c, &msg, 1) : NULL;
+    ak_cli_chat_close(&c);
+    *templated = out != NULL;
+    return out ? out : strdup(user);
 }
 
 static int run_text(const ak_cli_opts *o, ak_model *m, ak_session *s) {

@@ -137,3 +137,37 @@ int ak_cli_generate(ak_session *s, const ak_tokenizer *t, const ak_cli_opts *o, 
     r->len = st.len;
     return rc;
 }
+
+static char *token_text(const ak_tokenizer *t, int32_t id) {
+    size_t len = 0;
+    const char *p = id >= 0 ? ak_tokenizer_text(t, id, &len) : NULL;
+    return p ? strndup(p, len) : NULL;
+}
+
+int ak_cli_chat_open(const ak_model *m, const ak_tokenizer *t, ak_cli_chat *c, ak_err *err) {
+    c->ct = ak_chat_template_chatml();
+    c->bos = token_text(t, ak_tokenizer_bos(t));
+    c->eos = token_text(t, ak_tokenizer_eos(t));
+    ak_str tmpl;
+    if (!m->gguf || !ak_gguf_get_str(m->gguf, "tokenizer.chat_template", &tmpl)) return 0;
+    if (ak_chat_detect(tmpl.ptr, tmpl.len, &c->ct, err)) { c->ct = ak_chat_template_chatml(); return -1; }
+    return 1;
+}
+
+void ak_cli_chat_close(ak_cli_chat *c) {
+    free(c->bos);
+    free(c->eos);
+}
+
+char *ak_cli_chat_render(const ak_cli_chat *c, const ak_chat_msg *msgs, int n) {
+    ak_err err = {{0}};
+    ak_chat_opts co = {.bos = c->bos, .eos = c->eos, .add_generation_prompt = true};
+    size_t len = 0;
+    char *out = NULL;
+    if (ak_chat_render(&c->ct, msgs, n, &co, NULL, 0, &len, &err) == AK_OK && (out = malloc(len + 1)) &&
+        ak_chat_render(&c->ct, msgs, n, &co, out, len + 1, &len, &err) == AK_OK)
+        return out;
+    free(out);
+    fprintf(stderr, "akunu: %s\n", err.msg[0] ? err.msg : "out of memory");
+    return NULL;
+}
