@@ -1,9 +1,6 @@
 /* Attention over the head-major KV cache ([kv_head][max_seq][head_dim] per layer), F32 or
  * F16 cache, GQA, causal mask, sliding window and logit softcap.
- * Decode: split-K (flash-decoding). Blocks (head, split) each take a fixed chunk of the
- * keys and write (max, sum, weighted V) to scratch; the last block of a head to finish
- * merges the splits. The grid is sized for the whole cache, so one captured graph serves
- * every position; splits past kv_len return at once.
+ * Decode: split-K (flash-decoding), see k_attn_decode.
  * Prefill: tiled flash attention (online softmax over key tiles in shared memory). */
 #include "backend/cuda/common.cuh"
 
@@ -24,110 +21,149 @@ __device__ __forceinline__ float kv_at(const void *cache, int f16, size_t i) {
     return f16 ? __half2float(((const __half *)cache)[i]) : ((const float *)cache)[i];
 }
 
+/* Decode keys per block: about 64 splits of the cache, at least 16 keys each (one
+ * unrolled step of every warp). */
 extern "C" void ak_cuda_attn_splits(int max_seq, int *chunk, int *splits) {
-    int c = (max_seq + 31) / 32;
-    c = (c + 63) / 64 * 64;
-    if (c < 64) c = 64;
+    int c = (max_seq + 63) / 64;
+    c = (c + 15) / 16 * 16;
     *chunk = c;
     *splits = (max_seq + c - 1) / c;
 }
 
-#define AK_DEC_THREADS 128
+#define AK_DEC_WARPS 4
+#define AK_DEC_UNROLL 4
 
-__global__ void __launch_bounds__(AK_DEC_THREADS) k_attn_decode(ak_cuda_args a, int chunk) {
-    extern __shared__ float sm[];
-    __shared__ float red[32];
+/* Decode, flash-decoding style. A block takes one KV head, up to 32 / DPL of the query
+ * heads that share it (GQA: K and V are read once for all of them) and one chunk of
+ * keys; its warps take alternate keys, a lane per DPL of the head's dimensions
+ * (d = lane + 32 e), and keep an online softmax per head, so one pass reads K and V.
+ * The warps merge in shared memory, the block writes (max, sum, weighted V) per head,
+ * and the last block of the KV head to finish merges the splits. Splits past kv_len
+ * return at once (the grid is sized for the whole cache). */
+template <int DPL>
+__global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args a, int chunk) {
+    constexpr int MG = 32 / DPL;
+    __shared__ float sh[AK_DEC_WARPS][MG][32 * DPL + 2];
     __shared__ bool last;
     AK_KERNEL_ENTRY(ak_p_attn, p);
-    int hd = p.head_dim, group = p.n_heads / p.n_kv_heads;
-    int h = blockIdx.x, s = blockIdx.y, S = gridDim.y;
-    int qpos = p.pos + p.n - 1, lo, hi;
-    key_range(p, qpos, &lo, &hi);
-    int k0 = lo + s * chunk, k1 = min(hi, k0 + chunk);
-    float *part = (float *)a.scratch + ((size_t)h * S + s) * (hd + 2);
-    uint32_t *cnt = (uint32_t *)((float *)a.scratch + (size_t)p.n_heads * S * (hd + 2));
-    const float *qv = (const float *)a.b[0] + (size_t)(p.n - 1) * p.ld_q + (size_t)h * hd;
-    size_t base = (size_t)(h / group) * p.max_seq;
-    if (k0 >= k1) {
-        if (threadIdx.x == 0) { part[0] = -INFINITY; part[1] = 0.f; }
-    } else {
-        float *sq = sm, *sc = sm + hd;
-        for (int d = threadIdx.x; d < hd; d += blockDim.x) sq[d] = qv[d];
-        __syncthreads();
-        /* a thread per key: every key's row is in flight at once (the rows are read
-         * 16 bytes at a time, the cache lines shared by neighbouring loads) */
-        for (int j = k0 + threadIdx.x; j < k1; j += blockDim.x) {
-            float acc = 0;
-            if (p.kv_f16 && hd % 8 == 0) {
-                const uint4 *kr = (const uint4 *)((const __half *)a.b[1] + (base + j) * hd);
-                for (int d8 = 0; d8 < hd / 8; d8++) {
-                    uint4 u = kr[d8];
-                    const __half2 *h2 = (const __half2 *)&u;
+    const int hd = p.head_dim, group = p.n_heads / p.n_kv_heads, passes = (group + MG - 1) / MG;
+    const int kvh = blockIdx.x / passes, g0 = (blockIdx.x % passes) * MG, G = min(MG, group - g0);
+    const int s = blockIdx.y;
+    int lo, hi;
+    key_range(p, p.pos + p.n - 1, &lo, &hi);
+    const int S = (hi - lo + chunk - 1) / chunk;   /* splits in use */
+    if (s >= S) return;
+    const int k0 = lo + s * chunk, k1 = min(hi, k0 + chunk);
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const size_t base = (size_t)kvh * p.max_seq * hd;
+    const float *qv = (const float *)a.b[0] + (size_t)(p.n - 1) * p.ld_q + (size_t)(kvh * group + g0) * hd;
+    float q[MG][DPL], acc[MG][DPL], m[MG], l[MG];
 #pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        float2 f = __half22float2(h2[e]);
-                        acc += sq[8 * d8 + 2 * e] * f.x + sq[8 * d8 + 2 * e + 1] * f.y;
-                    }
-                }
-            } else if (!p.kv_f16 && hd % 4 == 0) {
-                const float4 *kr = (const float4 *)((const float *)a.b[1] + (base + j) * hd);
-                for (int d4 = 0; d4 < hd / 4; d4++) {
-                    float4 f = kr[d4];
-                    acc += sq[4 * d4] * f.x + sq[4 * d4 + 1] * f.y + sq[4 * d4 + 2] * f.z + sq[4 * d4 + 3] * f.w;
-                }
-            } else {
-                for (int d = 0; d < hd; d++) acc += sq[d] * kv_at(a.b[1], p.kv_f16, (base + j) * hd + d);
-            }
-            sc[j - k0] = attn_score(acc, p);
+    for (int g = 0; g < MG; g++) {
+        m[g] = -INFINITY;
+        l[g] = 0.f;
+#pragma unroll
+        for (int e = 0; e < DPL; e++) {
+            int d = lane + 32 * e;
+            q[g][e] = g < G && d < hd ? qv[(size_t)g * hd + d] : 0.f;
+            acc[g][e] = 0.f;
         }
-        __syncthreads();
-        int nk = k1 - k0;
-        float m = -INFINITY;
-        for (int j = threadIdx.x; j < nk; j += blockDim.x) m = fmaxf(m, sc[j]);
-        m = ak_block_max(m, red);
-        float l = 0;
-        for (int j = threadIdx.x; j < nk; j += blockDim.x) { float e = expf(sc[j] - m); sc[j] = e; l += e; }
-        l = ak_block_sum(l, red);   /* its barriers also publish sc */
-        for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-            float acc = 0;
-            const size_t vb = (base + k0) * hd + d;
-#pragma unroll 8
-            for (int j = 0; j < nk; j++) acc += sc[j] * kv_at(a.b[2], p.kv_f16, vb + (size_t)j * hd);
-            part[2 + d] = acc;
-        }
-        if (threadIdx.x == 0) { part[0] = m; part[1] = l; }
     }
+    /* AK_DEC_UNROLL keys per warp at a time: all their K and V loads in flight together */
+    for (int j0 = k0 + w; j0 < k1; j0 += AK_DEC_WARPS * AK_DEC_UNROLL) {
+        float kk[AK_DEC_UNROLL][DPL], vv[AK_DEC_UNROLL][DPL];
+#pragma unroll
+        for (int t = 0; t < AK_DEC_UNROLL; t++) {
+            int j = j0 + t * AK_DEC_WARPS;
+#pragma unroll
+            for (int e = 0; e < DPL; e++) {
+                int d = lane + 32 * e;
+                bool in = j < k1 && d < hd;
+                kk[t][e] = in ? kv_at(a.b[1], p.kv_f16, base + (size_t)j * hd + d) : 0.f;
+                vv[t][e] = in ? kv_at(a.b[2], p.kv_f16, base + (size_t)j * hd + d) : 0.f;
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < AK_DEC_UNROLL; t++) {
+            if (j0 + t * AK_DEC_WARPS >= k1) break;
+#pragma unroll
+            for (int g = 0; g < MG; g++) {
+                if (g >= G) break;
+                float dot = 0.f;
+#pragma unroll
+                for (int e = 0; e < DPL; e++) dot += q[g][e] * kk[t][e];
+                float sc = attn_score(ak_warp_sum(dot), p);
+                float mn = fmaxf(m[g], sc), c = expf(m[g] - mn), pr = expf(sc - mn);
+                l[g] = l[g] * c + pr;
+#pragma unroll
+                for (int e = 0; e < DPL; e++) acc[g][e] = acc[g][e] * c + pr * vv[t][e];
+                m[g] = mn;
+            }
+        }
+    }
+#pragma unroll
+    for (int g = 0; g < MG; g++) {
+        if (g >= G) break;
+        if (lane == 0) { sh[w][g][0] = m[g]; sh[w][g][1] = l[g]; }
+#pragma unroll
+        for (int e = 0; e < DPL; e++) sh[w][g][2 + lane + 32 * e] = acc[g][e];
+    }
+    __syncthreads();
+    /* the warps' partial softmaxes into this split's (max, sum, V) per head */
+    float *scratch = (float *)a.scratch;
+    const int SM = gridDim.y;
+    for (int t = threadIdx.x; t < G * hd; t += blockDim.x) {
+        int g = t / hd, d = t % hd;
+        float M = -INFINITY;
+        for (int v = 0; v < AK_DEC_WARPS; v++) M = fmaxf(M, sh[v][g][0]);
+        float L = 0.f, A = 0.f;
+        if (M != -INFINITY)
+            for (int v = 0; v < AK_DEC_WARPS; v++) {
+                float f = expf(sh[v][g][0] - M);
+                L += sh[v][g][1] * f;
+                A += sh[v][g][2 + d] * f;
+            }
+        float *part = scratch + ((size_t)(kvh * group + g0 + g) * SM + s) * (hd + 2);
+        part[2 + d] = A;
+        if (d == 0) { part[0] = M; part[1] = L; }
+    }
+    uint32_t *cnt = (uint32_t *)(scratch + (size_t)p.n_heads * SM * (hd + 2)) + blockIdx.x;
     __threadfence();
     __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(&cnt[h], 1u) == (uint32_t)S - 1;
+    if (threadIdx.x == 0) last = atomicAdd(cnt, 1u) == (uint32_t)S - 1;
     __syncthreads();
     if (!last) return;
     __threadfence();
-    const volatile float *ph = (const volatile float *)a.scratch + (size_t)h * S * (hd + 2);
-    float M = -INFINITY;
-    for (int t = 0; t < S; t++) M = fmaxf(M, ph[(size_t)t * (hd + 2)]);
-    float L = 0;
-    for (int t = 0; t < S; t++) {
-        float mt = ph[(size_t)t * (hd + 2)];
-        if (mt != -INFINITY) L += ph[(size_t)t * (hd + 2) + 1] * expf(mt - M);
-    }
-    float *out = (float *)a.b[3] + (size_t)(p.n - 1) * p.n_heads * hd + (size_t)h * hd;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float acc = 0;
-        for (int t = 0; t < S; t++) {
-            float mt = ph[(size_t)t * (hd + 2)];
-            if (mt != -INFINITY) acc += ph[(size_t)t * (hd + 2) + 2 + d] * expf(mt - M);
+    for (int t = threadIdx.x; t < G * hd; t += blockDim.x) {
+        int h = kvh * group + g0 + t / hd, d = t % hd;
+        const volatile float *ph = (const volatile float *)scratch + (size_t)h * SM * (hd + 2);
+        float M = -INFINITY;
+        for (int u = 0; u < S; u++) M = fmaxf(M, ph[(size_t)u * (hd + 2)]);
+        float L = 0.f, A = 0.f;
+        for (int u = 0; u < S; u++) {
+            float mt = ph[(size_t)u * (hd + 2)];
+            if (mt == -INFINITY) continue;
+            float f = expf(mt - M);
+            L += ph[(size_t)u * (hd + 2) + 1] * f;
+            A += ph[(size_t)u * (hd + 2) + 2 + d] * f;
         }
-        out[d] = acc / L;
+        ((float *)a.b[3])[(size_t)(p.n - 1) * p.n_heads * hd + (size_t)h * hd + d] = L > 0.f ? A / L : 0.f;
     }
-    if (threadIdx.x == 0) cnt[h] = 0;
+    if (threadIdx.x == 0) *cnt = 0;
 }
 
 extern "C" int ak_cuda_attn_decode(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
     const ak_p_attn *p = (const ak_p_attn *)c->a.p;
-    dim3 grid(p->n_heads, c->aux[1]);
-    size_t smem = ((size_t)p->head_dim + c->aux[0]) * sizeof(float);
-    return (int)ak_launch(k_attn_decode, dim3(grid), dim3(AK_DEC_THREADS), smem, x->stream, c->a, c->aux[0]);
+    int hd = p->head_dim, group = p->n_heads / p->n_kv_heads;
+    int dpl = hd <= 32 ? 1 : hd <= 64 ? 2 : hd <= 128 ? 4 : 8;
+    int passes = (group + 32 / dpl - 1) / (32 / dpl);
+    dim3 grid(p->n_kv_heads * passes, c->aux[1]), blk(AK_DEC_WARPS * 32);
+    switch (dpl) {
+    case 1: return (int)ak_launch(k_attn_decode<1>, grid, blk, 0, x->stream, c->a, c->aux[0]);
+    case 2: return (int)ak_launch(k_attn_decode<2>, grid, blk, 0, x->stream, c->a, c->aux[0]);
+    case 4: return (int)ak_launch(k_attn_decode<4>, grid, blk, 0, x->stream, c->a, c->aux[0]);
+    default: return (int)ak_launch(k_attn_decode<8>, grid, blk, 0, x->stream, c->a, c->aux[0]);
+    }
 }
 
 /* ---- prefill: QB queries of one head per block, key tiles of KB ---- */
@@ -228,6 +264,5 @@ extern "C" int ak_cuda_attn_prefill(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
 
 extern "C" int ak_cuda_init_attention(void) {
     cudaError_t e = cudaFuncSetAttribute(k_attn_prefill, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pf_smem(512));
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_attn_decode, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024);
     return (int)e;
 }

@@ -200,6 +200,7 @@ static const char *unsupported(const ak_cmd *c) {
         return NULL;
     }
     case AK_K_GEMV_ACT_DOWN: return ((const ak_p_act_down *)p)->dtype >= AK_MLX_Q2 ? "an MLX weight type" : NULL;
+    case AK_K_ATTN_DECODE: return ((const ak_p_attn *)p)->head_dim > 256 ? "heads of more than 256 dimensions" : NULL;
     default: return NULL;
     }
 }
@@ -236,7 +237,7 @@ static size_t cmd_scratch(ak_cuda_cmd *c, int max_rows, ak_cuda_ctx *x, ak_err *
         size_t ws = 0;
         for (int g = 0; g < m->nseg; g++) {
             if (m->dtype[g] == AK_F32 || m->dtype[g] == AK_F16 || m->dtype[g] == AK_BF16) continue;
-            size_t full = (size_t)m->N[g] * m->K * 2, cap = (size_t)32 << 20, least = (size_t)64 * m->K * 2;
+            size_t full = (size_t)m->N[g] * m->K * 2, cap = (size_t)128 << 20, least = (size_t)64 * m->K * 2;
             size_t need = full < cap ? full : cap;
             if (need < least) need = least < full ? least : full;
             if (need > ws) ws = need;
@@ -247,6 +248,63 @@ static size_t cmd_scratch(ak_cuda_cmd *c, int max_rows, ak_cuda_ctx *x, ak_err *
     }
     default: return 0;
     }
+}
+
+/* Whether no command after `from` reads buf before a norm writes it again. */
+static bool sole_reader(const cuda_table *t, const ak_table *tab, int from, const void *buf) {
+    for (int j = from; j < t->n; j++) {
+        const ak_cuda_cmd *c = &t->cmds[j];
+        int out = c->kernel == AK_K_NORM ? 2 : c->kernel == AK_K_ADD_NORM ? 4 : -1;
+        for (int s = 0; s < tab->cmds[j].nbind; s++)
+            if (s != out && c->a.b[s] == buf) return false;
+        if (out >= 0 && c->a.b[out] == buf) return true;
+    }
+    return true;
+}
+
+/* The output a one-row GEMV or act_down writes all of (NULL if not that simple). */
+static void **sole_output(ak_cuda_cmd *c, int dim) {
+    if (c->kernel == AK_K_GEMV_ACT_DOWN) return ((const ak_p_act_down *)c->a.p)->N == dim ? &c->a.b[2] : NULL;
+    const ak_p_mm *m = (const ak_p_mm *)c->a.p;
+    return c->kernel == AK_K_GEMV && m->nseg == 1 && m->N[0] == dim ? &c->a.b[4] : NULL;
+}
+
+/* Decode fusions around the RMSNorms: "x += W h; xn = norm(x) w; y = W' xn" becomes
+ * "x += W h" (the GEMV adds into the residual) and "y = W' norm(x) w" (the next GEMV
+ * normalises its own input), and a lone "xn = norm(x) w" before a GEMV folds into it,
+ * wherever the GEMVs run on the streaming kernel and nothing else reads xn. Gemma's
+ * post-norms and LayerNorm keep their kernels. Removes two launches per layer. */
+static void fuse_decode(cuda_table *t, const ak_table *tab) {
+    int k = 0;
+    for (int i = 0; i < t->n; i++) {
+        ak_cuda_cmd *c = &t->cmds[i];
+        bool add = c->kernel == AK_K_ADD_NORM;
+        const ak_p_norm *np = (const ak_p_norm *)c->a.p;
+        if ((add || c->kernel == AK_K_NORM) && np->flags == 0 && np->n == 1 && i + 1 < t->n) {
+            ak_cuda_cmd *next = &t->cmds[i + 1];
+            void *out = c->a.b[add ? 4 : 2];
+            bool ok = next->kernel == AK_K_GEMV && next->a.b[3] == out && !next->a.pro &&
+                      ((uintptr_t)c->a.b[add ? 3 : 1] & 15) == 0 &&
+                      ak_cuda_gemv_fusable(&next->a, next->kernel) && sole_reader(t, tab, i + 2, out);
+            void **prev_out = NULL;
+            if (ok && add) {
+                ak_cuda_cmd *prev = k > 0 ? &t->cmds[k - 1] : NULL;
+                prev_out = prev && !prev->a.acc && ak_cuda_gemv_fusable(&prev->a, prev->kernel) ? sole_output(prev, np->dim) : NULL;
+                ok = prev_out && *prev_out == c->a.b[1];
+                if (ok) { *prev_out = c->a.b[0]; prev->a.acc = 1; }
+            }
+            if (ok) {
+                next->a.pro = AK_CUDA_PRO_NORM;
+                next->a.pro_w = c->a.b[add ? 3 : 1];
+                next->a.eps = np->eps;
+                next->a.b[3] = c->a.b[0];
+                continue;
+            }
+        }
+        if (k != i) { t->cmds[k] = *c; memcpy(t->labels[k], t->labels[i], sizeof t->labels[k]); }
+        k++;
+    }
+    t->n = k;
 }
 
 static ak_status cu_encode(ak_backend *b, const ak_table *tab, void *const bufs[AK_BUF_COUNT], void **out, ak_err *err) {
@@ -315,6 +373,7 @@ static ak_status cu_encode(ak_backend *b, const ak_table *tab, void *const bufs[
     }
     cudaError_t ce = cudaStreamSynchronize(cb->ctx.stream);
     if (ce != cudaSuccess) { st = cfail(err, ce, "encode"); goto fail; }
+    if (t->max_rows == 1) fuse_decode(t, tab);
     if (t->max_rows == 1) {
         /* decode: one graph per step, and one of AK_CUDA_UNROLL steps */
         ce = capture(cb, t, 1, &t->g1);

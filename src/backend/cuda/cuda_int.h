@@ -36,7 +36,14 @@ typedef struct {
     uint32_t patch, bind_tok;
     ak_cuda_step *step;
     void *scratch;                 /* this command's device scratch (see encode) */
+    /* Decode fusions of the streaming GEMV (set by the encoder, see fuse_decode): x made
+     * on the fly (pro: RMSNorm with pro_w and eps, or act(g) * u) and y += instead of y =. */
+    int32_t pro, acc, act;
+    float eps;
+    const float *pro_w;
 } ak_cuda_args;
+
+enum { AK_CUDA_PRO_NONE = 0, AK_CUDA_PRO_NORM, AK_CUDA_PRO_ACT };
 
 /* Shared state of the launchers. */
 typedef struct {
@@ -67,6 +74,9 @@ int ak_cuda_attn_prefill(const ak_cuda_cmd *c, ak_cuda_ctx *x);
 int ak_cuda_gemv(const ak_cuda_cmd *c, ak_cuda_ctx *x);
 int ak_cuda_gemm(const ak_cuda_cmd *c, ak_cuda_ctx *x);
 int ak_cuda_gemv_act_down(const ak_cuda_cmd *c, ak_cuda_ctx *x);
+/* Whether a one-row GEMV or act_down command runs on the streaming kernel, which
+ * takes the decode fusions. */
+int ak_cuda_gemv_fusable(const ak_cuda_args *a, int kernel);
 
 /* Sets the kernels' shared-memory limits; once per process. */
 int ak_cuda_kernels_init(void);

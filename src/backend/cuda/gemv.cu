@@ -1,13 +1,8 @@
 /* GEMV for decode (and GEMM of up to AK_CUDA_GEMV_BATCH rows): y[:, seg] = W_seg x (+ bias)
  * for up to three matrices side by side, and the activation + down GEMV.
  *
- * Fast path (Q4_0, Q8_0 in the repacked layout, 16-byte aligned rows, one x row, K up to
- * 16384): a thread per quant block column, each warp reading 512 contiguous bytes of a
- * row per load; rows streamed R at a time, double-buffered. Q8_0 multiplies in float
- * (quants become floats with the 2^23 exponent trick, PRMT + FADD, not the quarter-rate
- * integer conversions). Q4_0, which would be instruction-bound that way, quantizes its
- * x block to int8 codes once (scale max|x|/127, as the CPU backend does) and uses dp4a:
- * results differ from the float reference by about 1e-3 relative.
+ * Streaming path (Q4_0, Q8_0 in the repacked layout, one x row, K a multiple of 256):
+ * k_gemv_q below. x is multiplied as int8 codes with dp4a, as on the CPU backend.
  * Generic path (every dtype, up to 8 x rows): a warp per output row, lanes over 32-value
  * sub-blocks dequantized as the reference does. */
 #include "backend/cuda/quant.cuh"
@@ -29,149 +24,173 @@ __device__ __forceinline__ const uint8_t *seg_w(const ak_cuda_args &a, int g) {
 }
 __device__ __forceinline__ int seg_dtype(const ak_p_mm &p, int g) { return g == 0 ? p.dtype[0] : g == 1 ? p.dtype[1] : p.dtype[2]; }
 
-__device__ __forceinline__ float ub2f(uint32_t w, uint32_t sel) { return __int_as_float(__byte_perm(w, 0x4B000000u, sel)); }
+/* Streaming GEMV over repacked Q4_0 / Q8_0 rows (one x row). Every block first turns x
+ * into int8 codes in shared memory (per 32 values d = max|x|/127, as the CPU backend
+ * does), optionally computing x on the way (PRO: the RMSNorm of the next block, or
+ * act(g) * u for the down projection: the separate norm and activation kernels go
+ * away). Each warp then streams its own contiguous rows as one flat list of items
+ * (row, 32 quant blocks), a lane per block, AK_GQ_VEC 16-byte loads per lane in flight
+ * and the next stage loading while this one is multiplied with dp4a; a warp sum closes
+ * each row. The first stage is fetched before waiting for the previous kernel. The
+ * result is stored, or added to y (the residual add of the block). */
+#define AK_GQ_THREADS 512   /* one block per multiprocessor: x is prepared once per SM */
+#define AK_GQ_VEC 8
+#define AK_GQ_MAX_K 32768   /* x codes and scales in 48 KB of shared memory */
 
-/* sum over one quant block of (q - offset) * x, x as 8 float4 */
-__device__ __forceinline__ float dot_q4_0(uint4 q, const float4 *xv) {
-    const uint32_t qw[4] = {q.x, q.y, q.z, q.w};
-    float s0 = 0, s1 = 0;
-#pragma unroll
-    for (int wi = 0; wi < 4; wi++) {
-        uint32_t lo = qw[wi] & 0x0F0F0F0Fu, hi = (qw[wi] >> 4) & 0x0F0F0F0Fu;
-        float4 xl = xv[wi], xh = xv[4 + wi];
-        s0 += (ub2f(lo, 0x7440) - 8388616.f) * xl.x;
-        s1 += (ub2f(hi, 0x7440) - 8388616.f) * xh.x;
-        s0 += (ub2f(lo, 0x7441) - 8388616.f) * xl.y;
-        s1 += (ub2f(hi, 0x7441) - 8388616.f) * xh.y;
-        s0 += (ub2f(lo, 0x7442) - 8388616.f) * xl.z;
-        s1 += (ub2f(hi, 0x7442) - 8388616.f) * xh.z;
-        s0 += (ub2f(lo, 0x7443) - 8388616.f) * xl.w;
-        s1 += (ub2f(hi, 0x7443) - 8388616.f) * xh.w;
-    }
-    return s0 + s1;
-}
-
-__device__ __forceinline__ float dot_q8_0(uint4 q0, uint4 q1, const float4 *xv) {
-    const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-    float s0 = 0, s1 = 0;
-#pragma unroll
-    for (int wi = 0; wi < 8; wi += 2) {
-        uint32_t a = qw[wi] ^ 0x80808080u, b = qw[wi + 1] ^ 0x80808080u;
-        float4 xa = xv[wi], xb = xv[wi + 1];
-        s0 += (ub2f(a, 0x7440) - 8388736.f) * xa.x;
-        s1 += (ub2f(b, 0x7440) - 8388736.f) * xb.x;
-        s0 += (ub2f(a, 0x7441) - 8388736.f) * xa.y;
-        s1 += (ub2f(b, 0x7441) - 8388736.f) * xb.y;
-        s0 += (ub2f(a, 0x7442) - 8388736.f) * xa.z;
-        s1 += (ub2f(b, 0x7442) - 8388736.f) * xb.z;
-        s0 += (ub2f(a, 0x7443) - 8388736.f) * xa.w;
-        s1 += (ub2f(b, 0x7443) - 8388736.f) * xb.w;
-    }
-    return s0 + s1;
-}
-
-/* A block of T threads (T >= quant blocks per row, so each thread owns one block column
- * and keeps its 32 x values in registers) walks RG rows, R at a time; the next R rows'
- * quants are in flight while the current ones are multiplied, and the first R rows are
- * fetched before waiting for the previous kernel (they depend on nothing it writes). */
-template <int DT, int R>
-__global__ void __launch_bounds__(512) k_gemv_fast(ak_cuda_args a, seg_range sr, int RG) {
+template <int DT, int PRO>
+__global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg_range sr, int rows_per_warp) {
     constexpr int Q = DT == AK_Q4_0 ? 1 : 2;   /* uint4 of quants per block */
-    extern __shared__ float red[];               /* [RG][warps] */
+    constexpr int U = AK_GQ_VEC / Q;            /* blocks per lane per stage */
+    extern __shared__ __align__(16) uint8_t smem[];
     ak_p_mm p;
     memcpy(&p, a.p, sizeof p);
-    const int nb = p.K / 32, nw = blockDim.x >> 5;
+    const int K = p.K, nb = K / 32, J = (nb + 31) / 32;
     const size_t rb = (size_t)nb * (16 * Q + 2);
-    const int c0 = seg_start(p, sr.g0), c1 = seg_start(p, sr.g1);
-    const int j0 = c0 + blockIdx.x * RG, nrows = max(0, min(RG, c1 - j0));
-    const int blk = threadIdx.x;
-    const bool mine = blk < nb;
-    uint4 qc[R][Q];
-    unsigned short dc[R];
-    auto fetch = [&](int r0, uint4 (&q)[R][Q], unsigned short (&d)[R]) {
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int c1 = seg_start(p, sr.g1);
+    const int r0 = seg_start(p, sr.g0) + (blockIdx.x * nw + wid) * rows_per_warp;
+    const int items = max(0, min(c1, r0 + rows_per_warp) - r0) * J;
+    uint4 qc[U][Q], qn[U][Q];
+    unsigned short dc[U], dn[U];
+    int frow = r0, fj = 0;   /* fetch cursor */
+    auto fetch = [&](int i0, uint4 (&q)[U][Q], unsigned short (&d)[U]) {
 #pragma unroll
-        for (int r = 0; r < R; r++) {
-            int col = j0 + min(r0 + r, nrows - 1), g = seg_of(p, col);
-            const uint8_t *row = seg_w(a, g) + (size_t)(col - seg_start(p, g)) * rb;
+        for (int u = 0; u < U; u++) {
+            int b = 32 * fj + lane;
+            if (i0 + u < items && b < nb) {
+                int g = seg_of(p, frow);
+                const uint8_t *row = seg_w(a, g) + (size_t)(frow - seg_start(p, g)) * rb;
 #pragma unroll
-            for (int k = 0; k < Q; k++) q[r][k] = __ldcs((const uint4 *)row + Q * blk + k);
-            d[r] = __ldcs((const unsigned short *)(row + (size_t)nb * 16 * Q) + blk);
+                for (int k = 0; k < Q; k++) q[u][k] = __ldcs((const uint4 *)row + Q * b + k);
+                d[u] = __ldcs((const unsigned short *)(row + (size_t)nb * 16 * Q) + b);
+            }
+            if (++fj == J) { fj = 0; frow++; }
         }
     };
-    if (mine && nrows > 0) fetch(0, qc, dc);
+    fetch(0, qc, dc);
     ak_pdl_wait();
     ak_pdl_trigger();
     const ak_stepv st_ = ak_step(a);
     if (st_.stopped) return;
     p = ak_params<ak_p_mm>(a, st_);
+
+    /* x to int8 codes: a thread per 32 values, all its loads in flight at once */
+    int8_t *xq = (int8_t *)smem;
+    float *xd = (float *)(smem + K);
+    int *xs = (int *)(xd + nb);
     const float *x = (const float *)a.b[3] + (p.last_only ? (size_t)(p.n - 1) * p.ld_x : 0);
-    float4 xv[8];
-    int xq[8], xsum = 0;   /* Q4_0: the block of x as int8 codes (scale xd), for dp4a */
-    float xd = 0.f;
-    if (mine) {
-        const float4 *xp = (const float4 *)(x + 32 * (size_t)blk);
+    float r = 1.f;
+    if (PRO == AK_CUDA_PRO_NORM) {
+        __shared__ float red[32];
+        float ss = 0;
+#pragma unroll 4
+        for (int k = threadIdx.x; k < K / 4; k += blockDim.x) {
+            float4 v = ((const float4 *)x)[k];
+            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        }
+        ss = ak_block_sum(ss, red);
+        r = 1.0f / sqrtf(ss / (float)K + a.eps);
+    }
+    for (int b = threadIdx.x; b < nb; b += blockDim.x) {
+        float v[32];
+        const float4 *x4 = (const float4 *)(x + 32 * b);
 #pragma unroll
-        for (int c = 0; c < 8; c++) xv[c] = __ldg(xp + c);
-        if (DT == AK_Q4_0) {
-            float amax = 0.f;
-#pragma unroll
-            for (int c = 0; c < 8; c++) amax = fmaxf(amax, fmaxf(fmaxf(fabsf(xv[c].x), fabsf(xv[c].y)), fmaxf(fabsf(xv[c].z), fabsf(xv[c].w))));
-            xd = amax / 127.f;
-            float id = amax > 0.f ? 127.f / amax : 0.f;
+        for (int c = 0; c < 8; c++) {
+            float4 t = x4[c];
+            v[4 * c] = t.x; v[4 * c + 1] = t.y; v[4 * c + 2] = t.z; v[4 * c + 3] = t.w;
+        }
+        if (PRO == AK_CUDA_PRO_ACT) {
+            const float4 *u4 = (const float4 *)(x + K + 32 * b);
 #pragma unroll
             for (int c = 0; c < 8; c++) {
-                int a0 = __float2int_rn(xv[c].x * id), a1 = __float2int_rn(xv[c].y * id);
-                int a2 = __float2int_rn(xv[c].z * id), a3 = __float2int_rn(xv[c].w * id);
-                xsum += a0 + a1 + a2 + a3;
-                xq[c] = (a0 & 0xFF) | (a1 & 0xFF) << 8 | (a2 & 0xFF) << 16 | (a3 & 0xFF) << 24;
+                float4 t = u4[c];
+                v[4 * c] = ak_dev_act(a.act, v[4 * c]) * t.x;
+                v[4 * c + 1] = ak_dev_act(a.act, v[4 * c + 1]) * t.y;
+                v[4 * c + 2] = ak_dev_act(a.act, v[4 * c + 2]) * t.z;
+                v[4 * c + 3] = ak_dev_act(a.act, v[4 * c + 3]) * t.w;
+            }
+        } else if (PRO == AK_CUDA_PRO_NORM) {
+            const float4 *w4 = (const float4 *)(a.pro_w + 32 * b);
+#pragma unroll
+            for (int c = 0; c < 8; c++) {
+                float4 t = w4[c];
+                v[4 * c] = v[4 * c] * r * t.x;
+                v[4 * c + 1] = v[4 * c + 1] * r * t.y;
+                v[4 * c + 2] = v[4 * c + 2] * r * t.z;
+                v[4 * c + 3] = v[4 * c + 3] * r * t.w;
             }
         }
-    }
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    for (int r0 = 0; r0 < nrows; r0 += R) {
-        uint4 qn[R][Q];
-        unsigned short dn[R];
-        const bool more = r0 + R < nrows;
-        if (mine && more) fetch(r0 + R, qn, dn);
+        float amax = 0.f;
 #pragma unroll
-        for (int r = 0; r < R; r++) {
-            float v = 0.f;
-            if (mine) {
-                float s;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(v[i]));
+        float id = amax > 0.f ? 127.f / amax : 0.f;
+        int sum = 0, packed[8];
+#pragma unroll
+        for (int c = 0; c < 8; c++) {
+            int q0 = __float2int_rn(v[4 * c] * id), q1 = __float2int_rn(v[4 * c + 1] * id);
+            int q2 = __float2int_rn(v[4 * c + 2] * id), q3 = __float2int_rn(v[4 * c + 3] * id);
+            sum += q0 + q1 + q2 + q3;
+            packed[c] = (q0 & 0xFF) | (q1 & 0xFF) << 8 | (q2 & 0xFF) << 16 | (int)((uint32_t)(q3 & 0xFF) << 24);
+        }
+        int4 *dst = (int4 *)(xq + 32 * b);
+        dst[0] = make_int4(packed[0], packed[1], packed[2], packed[3]);
+        dst[1] = make_int4(packed[4], packed[5], packed[6], packed[7]);
+        xd[b] = amax / 127.f;
+        xs[b] = sum;
+    }
+    __syncthreads();
+
+    float *y = (float *)a.b[4];
+    const float *bias = p.has_bias ? (const float *)a.b[5] : NULL;
+    int crow = r0, cj = 0;   /* compute cursor */
+    float racc = 0.f;
+    for (int i0 = 0; i0 < items; i0 += U) {
+        const bool more = i0 + U < items;
+        if (more) fetch(i0 + U, qn, dn);
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (i0 + u >= items) break;
+            int b = 32 * cj + lane;
+            if (b < nb) {
+                const int4 *xv = (const int4 *)(xq + 32 * b);
+                int4 x0 = xv[0], x1 = xv[1];
+                const int xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+                int acc = 0;
                 if (DT == AK_Q4_0) {
-                    /* sum (q - 8) * xq with integer dot products of four bytes */
-                    const uint32_t qw[4] = {qc[r][0].x, qc[r][0].y, qc[r][0].z, qc[r][0].w};
-                    int acc = 0;
+                    const uint32_t qw[4] = {qc[u][0].x, qc[u][0].y, qc[u][0].z, qc[u][0].w};
 #pragma unroll
                     for (int wi = 0; wi < 4; wi++) {
-                        acc = __dp4a((int)(qw[wi] & 0x0F0F0F0Fu), xq[wi], acc);
-                        acc = __dp4a((int)((qw[wi] >> 4) & 0x0F0F0F0Fu), xq[4 + wi], acc);
+                        acc = __dp4a((int)(qw[wi] & 0x0F0F0F0Fu), xw[wi], acc);
+                        acc = __dp4a((int)((qw[wi] >> 4) & 0x0F0F0F0Fu), xw[4 + wi], acc);
                     }
-                    s = xd * (float)(acc - 8 * xsum);
+                    acc -= 8 * xs[b];
                 } else {
-                    s = dot_q8_0(qc[r][0], qc[r][Q - 1], xv);
+                    const uint32_t qw[8] = {qc[u][0].x, qc[u][0].y, qc[u][0].z, qc[u][0].w,
+                                            qc[u][Q - 1].x, qc[u][Q - 1].y, qc[u][Q - 1].z, qc[u][Q - 1].w};
+#pragma unroll
+                    for (int wi = 0; wi < 8; wi++) acc = __dp4a((int)qw[wi], xw[wi], acc);
                 }
-                v = __half2float(__ushort_as_half(dc[r])) * s;
+                racc += __half2float(__ushort_as_half(dc[u])) * xd[b] * (float)acc;
             }
-            v = ak_warp_sum(v);
-            if (lane == 0 && r0 + r < nrows) red[(r0 + r) * nw + w] = v;
+            if (++cj == J) {
+                float v = ak_warp_sum(racc);
+                if (lane == 0) {
+                    if (bias && crow < p.N[0]) v += bias[crow];
+                    y[crow] = a.acc ? y[crow] + v : v;
+                }
+                racc = 0.f;
+                cj = 0;
+                crow++;
+            }
         }
         if (more) {
 #pragma unroll
-            for (int r = 0; r < R; r++) {
+            for (int u = 0; u < U; u++) {
 #pragma unroll
-                for (int k = 0; k < Q; k++) qc[r][k] = qn[r][k];
-                dc[r] = dn[r];
+                for (int k = 0; k < Q; k++) qc[u][k] = qn[u][k];
+                dc[u] = dn[u];
             }
         }
-    }
-    __syncthreads();
-    for (int r = threadIdx.x; r < nrows; r += blockDim.x) {
-        int col = j0 + r;
-        float v = 0;
-        for (int k = 0; k < nw; k++) v += red[r * nw + k];
-        if (p.has_bias && col < p.N[0]) v += ((const float *)a.b[5])[col];
-        ((float *)a.b[4])[col] = v;
     }
 }
 
@@ -225,33 +244,72 @@ __global__ void __launch_bounds__(AK_GEMV_THREADS) k_gemv_generic(ak_cuda_args a
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 int ak_cuda_n_sm = 132;
 
-/* Launches segments [g0, g1) (one dtype) through the fast or the generic kernel. */
+/* Whether the streaming kernel takes segments [g0, g1) of a one-row product. */
+static bool fast_ok(const ak_cuda_args &a, const ak_p_mm *p, int g0, int g1) {
+    int dt = p->dtype[g0];
+    bool ok = (dt == AK_Q4_0 || dt == AK_Q8_0) && p->K % 256 == 0 && p->K <= AK_GQ_MAX_K && aligned16(a.b[3]) &&
+              (!p->last_only || p->ld_x % 4 == 0) && (!a.pro_w || aligned16(a.pro_w));
+    for (int g = g0; g < g1; g++) ok = ok && p->dtype[g] == dt && aligned16(a.b[g]);
+    return ok;
+}
+
+template <int PRO>
+static cudaError_t launch_q(const ak_cuda_args &a, int dt, int total, seg_range sr, int K, cudaStream_t st) {
+    /* a block of 16 warps per multiprocessor, each warp a contiguous run of rows */
+    int warps = ak_cuda_n_sm * (AK_GQ_THREADS / 32);
+    int rpw = ak_cdiv(total, warps), blocks = ak_cdiv(ak_cdiv(total, rpw), AK_GQ_THREADS / 32);
+    size_t smem = (size_t)K + (size_t)(K / 32) * 8;
+    if (dt == AK_Q4_0) return ak_launch(k_gemv_q<AK_Q4_0, PRO>, dim3(blocks), dim3(AK_GQ_THREADS), smem, st, a, sr, rpw);
+    return ak_launch(k_gemv_q<AK_Q8_0, PRO>, dim3(blocks), dim3(AK_GQ_THREADS), smem, st, a, sr, rpw);
+}
+
+/* Launches segments [g0, g1) (one dtype) through the streaming or the generic kernel. */
 static cudaError_t launch_segs(const ak_cuda_args &a, const ak_p_mm *p, int g0, int g1, int m_rows, cudaStream_t st) {
-    int dt = p->dtype[g0], total = 0;
-    bool fast = (dt == AK_Q4_0 || dt == AK_Q8_0) && p->K % 256 == 0 && m_rows == 1 && aligned16(a.b[3]) &&
-                (!p->last_only || p->ld_x % 4 == 0);
-    for (int g = g0; g < g1; g++) {
-        total += p->N[g];
-        fast = fast && aligned16(a.b[g]);
-    }
+    int total = 0;
+    for (int g = g0; g < g1; g++) total += p->N[g];
     seg_range sr = {g0, g1};
-    int nb = p->K / 32;
-    if (fast && nb <= 512) {
-        /* one thread per quant block of a row; as many rows per block as fill the GPU about
-         * four blocks deep per multiprocessor, at least R, at most 64 */
-        int T = (nb + 31) / 32 * 32, R = dt == AK_Q4_0 ? 4 : 2;
-        int per_sm = 65536 / (96 * T);   /* about the register limit */
-        if (per_sm > 4) per_sm = 4;
-        if (per_sm < 1) per_sm = 1;
-        int RG = ak_cdiv(total, (int64_t)ak_cuda_n_sm * per_sm);
-        RG = (RG + R - 1) / R * R;
-        if (RG < R) RG = R;
-        if (RG > 64) RG = 64;
-        size_t smem = (size_t)RG * (T / 32) * sizeof(float);
-        if (dt == AK_Q4_0) return ak_launch(k_gemv_fast<AK_Q4_0, 4>, dim3(ak_cdiv(total, RG)), dim3(T), smem, st, a, sr, RG);
-        return ak_launch(k_gemv_fast<AK_Q8_0, 2>, dim3(ak_cdiv(total, RG)), dim3(T), smem, st, a, sr, RG);
+    if (m_rows == 1 && fast_ok(a, p, g0, g1)) {
+        switch (a.pro) {
+        case AK_CUDA_PRO_NORM: return launch_q<AK_CUDA_PRO_NORM>(a, p->dtype[g0], total, sr, p->K, st);
+        case AK_CUDA_PRO_ACT: return launch_q<AK_CUDA_PRO_ACT>(a, p->dtype[g0], total, sr, p->K, st);
+        default: return launch_q<AK_CUDA_PRO_NONE>(a, p->dtype[g0], total, sr, p->K, st);
+        }
     }
+    if (a.pro || a.acc) return cudaErrorInvalidValue;   /* the encoder fuses only what fast_ok takes */
     return ak_launch(k_gemv_generic, dim3(ak_cdiv(total, AK_GEMV_THREADS / 32)), dim3(AK_GEMV_THREADS), 0, st, a, sr);
+}
+
+/* The product the act_down command asks for, as a one-segment GEMV of h = act(g) * u. */
+static ak_cuda_args act_down_args(const ak_cuda_args &c) {
+    const ak_p_act_down *q = (const ak_p_act_down *)c.p;
+    ak_cuda_args g = c;
+    ak_p_mm p;
+    memset(&p, 0, sizeof p);
+    p.n = 1;
+    p.K = q->K;
+    p.nseg = 1;
+    p.N[0] = q->N;
+    p.dtype[0] = q->dtype;
+    p.ld_x = q->K;
+    p.ld_y = q->N;
+    memset(g.p, 0, sizeof g.p);
+    memcpy(g.p, &p, sizeof p);
+    g.patch = 0;
+    g.b[0] = c.b[0];
+    g.b[3] = c.b[1];
+    g.b[4] = c.b[2];
+    g.b[5] = NULL;
+    g.act = q->act;
+    return g;
+}
+
+extern "C" int ak_cuda_gemv_fusable(const ak_cuda_args *a, int kernel) {
+    if (kernel == AK_K_GEMV_ACT_DOWN) {
+        ak_cuda_args g = act_down_args(*a);
+        return fast_ok(g, (const ak_p_mm *)g.p, 0, 1);
+    }
+    const ak_p_mm *p = (const ak_p_mm *)a->p;
+    return kernel == AK_K_GEMV && !p->last_only && fast_ok(*a, p, 0, p->nseg);
 }
 
 /* rows: x rows to multiply (1 for decode, n for a batched GEMM; 1 when last_only). */
@@ -272,7 +330,8 @@ extern "C" int ak_cuda_gemv_rows(const ak_cuda_args *a, int rows, cudaStream_t s
 
 extern "C" int ak_cuda_gemv(const ak_cuda_cmd *c, ak_cuda_ctx *x) { return ak_cuda_gemv_rows(&c->a, 1, x->stream); }
 
-/* ---- activation + down: h = act(g) * u into scratch, then y = W h ---- */
+/* ---- activation + down: y = W (act(g) * u); h in scratch first where the streaming
+ * kernel does not take the weights ---- */
 __global__ void k_act_vec(ak_cuda_args a) {
     AK_KERNEL_ENTRY(ak_p_act_down, p);
     const float *gu = (const float *)a.b[1];
@@ -282,25 +341,14 @@ __global__ void k_act_vec(ak_cuda_args a) {
 }
 
 extern "C" int ak_cuda_gemv_act_down(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
-    const ak_p_act_down *q = (const ak_p_act_down *)c->a.p;
-    cudaError_t e = ak_launch(k_act_vec, dim3(ak_cdiv(q->K, 256)), dim3(256), 0, x->stream, c->a);
+    ak_cuda_args g = act_down_args(c->a);
+    const ak_p_mm *p = (const ak_p_mm *)g.p;
+    if (fast_ok(g, p, 0, 1)) {
+        g.pro = AK_CUDA_PRO_ACT;
+        return (int)launch_segs(g, p, 0, 1, 1, x->stream);
+    }
+    cudaError_t e = ak_launch(k_act_vec, dim3(ak_cdiv(p->K, 256)), dim3(256), 0, x->stream, c->a);
     if (e != cudaSuccess) return (int)e;
-    ak_cuda_args g = c->a;
-    ak_p_mm p;
-    memset(&p, 0, sizeof p);
-    p.n = 1;
-    p.K = q->K;
-    p.nseg = 1;
-    p.N[0] = q->N;
-    p.dtype[0] = q->dtype;
-    p.ld_x = q->K;
-    p.ld_y = q->N;
-    memset(g.p, 0, sizeof g.p);
-    memcpy(g.p, &p, sizeof p);
-    g.patch = 0;
-    g.b[0] = c->a.b[0];
     g.b[3] = c->a.scratch;
-    g.b[4] = c->a.b[2];
-    g.b[5] = NULL;
     return ak_cuda_gemv_rows(&g, 1, x->stream);
 }
