@@ -1,7 +1,8 @@
 /* Attention over the head-major KV cache ([kv_head][max_seq][head_dim] per layer), F32 or
  * F16 cache, GQA, causal mask, sliding window and logit softcap.
  * Decode: split-K (flash-decoding), see k_attn_decode.
- * Prefill: tiled flash attention (online softmax over key tiles in shared memory). */
+ * Prefill: tiled flash attention (online softmax over key tiles in shared memory), on
+ * tensor cores for an F16 cache and heads of 64 or 128 (k_attn_prefill_tc). */
 #include "backend/cuda/common.cuh"
 
 __device__ __forceinline__ float attn_score(float s, const ak_p_attn &p) {
@@ -31,16 +32,43 @@ extern "C" void ak_cuda_attn_splits(int max_seq, int *chunk, int *splits) {
 }
 
 #define AK_DEC_WARPS 4
+/* DPL neighbouring values of a cache row (F32 or F16) as floats, in one vector load. */
+template <int DPL, bool F16>
+__device__ __forceinline__ void load_dpl(const void *cache, size_t i, float (&v)[DPL]) {
+    if (F16) {
+        const __half *c = (const __half *)cache + i;
+        uint32_t w[(DPL + 1) / 2];
+        if (DPL == 8) { uint4 u = *(const uint4 *)c; w[0] = u.x; w[1] = u.y; w[2] = u.z; w[3] = u.w; }
+        else if (DPL == 4) { uint2 u = *(const uint2 *)c; w[0] = u.x; w[1] = u.y; }
+        else if (DPL == 2) w[0] = *(const uint32_t *)c;
+        else { v[0] = __half2float(*c); return; }
+#pragma unroll
+        for (int k = 0; k < DPL / 2; k++) {
+            float2 f = __half22float2(*(const __half2 *)&w[k]);
+            v[2 * k] = f.x;
+            v[2 * k + 1] = f.y;
+        }
+    } else {
+        const float *c = (const float *)cache + i;
+#pragma unroll
+        for (int k = 0; k < DPL; k += 4 < DPL ? 4 : DPL) {
+            if (DPL >= 4) { float4 f = *(const float4 *)(c + k); v[k] = f.x; v[k + 1] = f.y; v[k + 2] = f.z; v[k + 3] = f.w; }
+            else if (DPL == 2) { float2 f = *(const float2 *)c; v[0] = f.x; v[1] = f.y; }
+            else v[0] = *c;
+        }
+    }
+}
 #define AK_DEC_UNROLL 4
 
 /* Decode, flash-decoding style. A block takes one KV head, up to 32 / DPL of the query
  * heads that share it (GQA: K and V are read once for all of them) and one chunk of
- * keys; its warps take alternate keys, a lane per DPL of the head's dimensions
- * (d = lane + 32 e), and keep an online softmax per head, so one pass reads K and V.
+ * keys; its warps take alternate keys, a lane per DPL neighbouring dimensions of the
+ * head (one vector load each of K and V), and keep an online softmax per head, so one
+ * pass reads K and V. Heads of 32, 64, 128 or 256 (encode refuses others).
  * The warps merge in shared memory, the block writes (max, sum, weighted V) per head,
  * and the last block of the KV head to finish merges the splits. Splits past kv_len
  * return at once (the grid is sized for the whole cache). */
-template <int DPL>
+template <int DPL, bool F16>
 __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args a, int chunk) {
     constexpr int MG = 32 / DPL;
     __shared__ float sh[AK_DEC_WARPS][MG][32 * DPL + 2];
@@ -64,8 +92,7 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
         l[g] = 0.f;
 #pragma unroll
         for (int e = 0; e < DPL; e++) {
-            int d = lane + 32 * e;
-            q[g][e] = g < G && d < hd ? qv[(size_t)g * hd + d] : 0.f;
+            q[g][e] = g < G ? qv[(size_t)g * hd + DPL * lane + e] : 0.f;
             acc[g][e] = 0.f;
         }
     }
@@ -75,12 +102,12 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
 #pragma unroll
         for (int t = 0; t < AK_DEC_UNROLL; t++) {
             int j = j0 + t * AK_DEC_WARPS;
+            if (j < k1) {
+                load_dpl<DPL, F16>(a.b[1], base + (size_t)j * hd + DPL * lane, kk[t]);
+                load_dpl<DPL, F16>(a.b[2], base + (size_t)j * hd + DPL * lane, vv[t]);
+            } else {
 #pragma unroll
-            for (int e = 0; e < DPL; e++) {
-                int d = lane + 32 * e;
-                bool in = j < k1 && d < hd;
-                kk[t][e] = in ? kv_at(a.b[1], p.kv_f16, base + (size_t)j * hd + d) : 0.f;
-                vv[t][e] = in ? kv_at(a.b[2], p.kv_f16, base + (size_t)j * hd + d) : 0.f;
+                for (int e = 0; e < DPL; e++) kk[t][e] = vv[t][e] = 0.f;
             }
         }
 #pragma unroll
@@ -106,7 +133,7 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
         if (g >= G) break;
         if (lane == 0) { sh[w][g][0] = m[g]; sh[w][g][1] = l[g]; }
 #pragma unroll
-        for (int e = 0; e < DPL; e++) sh[w][g][2 + lane + 32 * e] = acc[g][e];
+        for (int e = 0; e < DPL; e++) sh[w][g][2 + DPL * lane + e] = acc[g][e];
     }
     __syncthreads();
     /* the warps' partial softmaxes into this split's (max, sum, V) per head */
@@ -152,17 +179,25 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
     if (threadIdx.x == 0) *cnt = 0;
 }
 
+template <int DPL>
+static cudaError_t attn_decode_launch(const ak_cuda_cmd *c, dim3 grid, cudaStream_t st) {
+    const ak_p_attn *p = (const ak_p_attn *)c->a.p;
+    dim3 blk(AK_DEC_WARPS * 32);
+    if (p->kv_f16) return ak_launch(k_attn_decode<DPL, true>, grid, blk, 0, st, c->a, c->aux[0]);
+    return ak_launch(k_attn_decode<DPL, false>, grid, blk, 0, st, c->a, c->aux[0]);
+}
+
 extern "C" int ak_cuda_attn_decode(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
     const ak_p_attn *p = (const ak_p_attn *)c->a.p;
-    int hd = p->head_dim, group = p->n_heads / p->n_kv_heads;
-    int dpl = hd <= 32 ? 1 : hd <= 64 ? 2 : hd <= 128 ? 4 : 8;
+    int hd = p->head_dim, group = p->n_heads / p->n_kv_heads, dpl = hd / 32;
     int passes = (group + 32 / dpl - 1) / (32 / dpl);
-    dim3 grid(p->n_kv_heads * passes, c->aux[1]), blk(AK_DEC_WARPS * 32);
-    switch (dpl) {
-    case 1: return (int)ak_launch(k_attn_decode<1>, grid, blk, 0, x->stream, c->a, c->aux[0]);
-    case 2: return (int)ak_launch(k_attn_decode<2>, grid, blk, 0, x->stream, c->a, c->aux[0]);
-    case 4: return (int)ak_launch(k_attn_decode<4>, grid, blk, 0, x->stream, c->a, c->aux[0]);
-    default: return (int)ak_launch(k_attn_decode<8>, grid, blk, 0, x->stream, c->a, c->aux[0]);
+    dim3 grid(p->n_kv_heads * passes, c->aux[1]);
+    switch (hd) {
+    case 32: return (int)attn_decode_launch<1>(c, grid, x->stream);
+    case 64: return (int)attn_decode_launch<2>(c, grid, x->stream);
+    case 128: return (int)attn_decode_launch<4>(c, grid, x->stream);
+    case 256: return (int)attn_decode_launch<8>(c, grid, x->stream);
+    default: return (int)cudaErrorInvalidValue;   /* refused at encode */
     }
 }
 
@@ -256,13 +291,169 @@ __global__ void __launch_bounds__(AK_PF_THREADS) k_attn_prefill(ak_cuda_args a) 
     }
 }
 
+/* ---- prefill on tensor cores (F16 cache, head_dim 64 or 128) ----
+ * FlashAttention-2 style: a block of 4 warps takes 64 queries of one head, each warp 16
+ * of them; key tiles of 64 go through shared memory (K as is, V transposed) and
+ * mma.sync m16n8k16 (f16 in, f32 accumulate) computes S = Q K^T and O += P V; the
+ * online softmax runs on the S fragments in registers (a row is spread over the 4
+ * threads of a quad). Q and P are rounded to f16 for the products: about 1e-3 relative
+ * against the float kernel above. */
+#define AK_TC_Q 64
+#define AK_TC_K 64
+
+__device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t pack_h2(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *(uint32_t *)&h;
+}
+
+/* row strides in halves, padded so that fragment loads hit distinct banks */
+#define AK_TC_QS(HD) ((HD) + 8)
+#define AK_TC_VS (AK_TC_K + 8)
+template <int HD> static __host__ __device__ size_t tc_smem() {
+    return ((size_t)(AK_TC_Q + AK_TC_K) * AK_TC_QS(HD) + (size_t)HD * AK_TC_VS) * 2;
+}
+
+template <int HD>
+__global__ void __launch_bounds__(128) k_attn_prefill_tc(ak_cuda_args a) {
+    extern __shared__ __align__(16) __half tsm[];
+    constexpr int QS = AK_TC_QS(HD), VS = AK_TC_VS;
+    __half *Qs = tsm, *Ks = Qs + AK_TC_Q * QS, *Vt = Ks + AK_TC_K * QS;
+    AK_KERNEL_ENTRY(ak_p_attn, p);
+    const int group = p.n_heads / p.n_kv_heads, h = blockIdx.x, i0 = blockIdx.y * AK_TC_Q;
+    if (i0 >= p.n) return;
+    const int nqr = min(AK_TC_Q, p.n - i0);
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const size_t base = (size_t)(h / group) * p.max_seq * HD;
+    const __half *kc = (const __half *)a.b[1], *vc = (const __half *)a.b[2];
+    for (int e = threadIdx.x; e < AK_TC_Q * HD / 2; e += blockDim.x) {
+        int r = e / (HD / 2), d = 2 * (e % (HD / 2));
+        const float *q = (const float *)a.b[0] + (size_t)(i0 + r) * p.ld_q + (size_t)h * HD + d;
+        *(__half2 *)&Qs[r * QS + d] = r < nqr ? __floats2half2_rn(q[0], q[1]) : __floats2half2_rn(0.f, 0.f);
+    }
+    /* this thread's two query rows: 16 w + g and 16 w + g + 8 */
+    int lo[2], hi[2], klo, khi, unused;
+    key_range(p, p.pos + i0 + 16 * w + g, &lo[0], &hi[0]);
+    key_range(p, p.pos + i0 + 16 * w + g + 8, &lo[1], &hi[1]);
+    key_range(p, p.pos + i0, &klo, &unused);
+    key_range(p, p.pos + i0 + nqr - 1, &unused, &khi);
+    float o[HD / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+#pragma unroll
+    for (int u = 0; u < HD / 8; u++) o[u][0] = o[u][1] = o[u][2] = o[u][3] = 0.f;
+    __syncthreads();
+    uint32_t qf[HD / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        const __half *q0 = Qs + (16 * w + g) * QS + 16 * kk + 2 * t;
+        qf[kk][0] = *(const uint32_t *)q0;
+        qf[kk][1] = *(const uint32_t *)(q0 + 8 * QS);
+        qf[kk][2] = *(const uint32_t *)(q0 + 8);
+        qf[kk][3] = *(const uint32_t *)(q0 + 8 * QS + 8);
+    }
+    for (int kb = klo; kb < khi; kb += AK_TC_K) {
+        const int nk = min(AK_TC_K, khi - kb);
+        __syncthreads();
+        for (int e = threadIdx.x; e < AK_TC_K * HD / 8; e += blockDim.x) {
+            int j = e / (HD / 8), d = 8 * (e % (HD / 8));            /* K: a row per 16 threads */
+            *(uint4 *)&Ks[j * QS + d] = j < nk ? *(const uint4 *)(kc + base + (size_t)(kb + j) * HD + d) : make_uint4(0, 0, 0, 0);
+            j = e % AK_TC_K, d = 8 * (e / AK_TC_K);                     /* V: neighbouring keys, transposed */
+            uint4 vv = j < nk ? *(const uint4 *)(vc + base + (size_t)(kb + j) * HD + d) : make_uint4(0, 0, 0, 0);
+            const __half *vh = (const __half *)&vv;
+#pragma unroll
+            for (int x = 0; x < 8; x++) Vt[(d + x) * VS + j] = vh[x];
+        }
+        __syncthreads();
+        float sc[AK_TC_K / 8][4];
+#pragma unroll
+        for (int n8 = 0; n8 < AK_TC_K / 8; n8++) {
+            sc[n8][0] = sc[n8][1] = sc[n8][2] = sc[n8][3] = 0.f;
+            const __half *kr = Ks + (8 * n8 + g) * QS + 2 * t;
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++)
+                mma16816(sc[n8], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], *(const uint32_t *)(kr + 16 * kk),
+                         *(const uint32_t *)(kr + 16 * kk + 8));
+        }
+        /* mask and scale; online softmax per row (r 0: row g, r 1: row g + 8) */
+        float mx[2] = {-INFINITY, -INFINITY}, corr[2];
+#pragma unroll
+        for (int n8 = 0; n8 < AK_TC_K / 8; n8++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int r = e >> 1, key = kb + 8 * n8 + 2 * t + (e & 1);
+                float v = key >= lo[r] && key < hi[r] ? attn_score(sc[n8][e], p) : -INFINITY;
+                sc[n8][e] = v;
+                mx[r] = fmaxf(mx[r], v);
+            }
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            float mn = fmaxf(m[r], mx[r]);
+            corr[r] = mn == -INFINITY ? 1.f : expf(m[r] - mn);
+            m[r] = mn;
+            l[r] *= corr[r];   /* this thread's share of the row sum */
+        }
+#pragma unroll
+        for (int n8 = 0; n8 < AK_TC_K / 8; n8++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int r = e >> 1;
+                float pr = m[r] == -INFINITY ? 0.f : expf(sc[n8][e] - m[r]);
+                sc[n8][e] = pr;
+                l[r] += pr;
+            }
+#pragma unroll
+        for (int u = 0; u < HD / 8; u++) {
+            o[u][0] *= corr[0];
+            o[u][1] *= corr[0];
+            o[u][2] *= corr[1];
+            o[u][3] *= corr[1];
+        }
+#pragma unroll
+        for (int j = 0; j < AK_TC_K / 16; j++) {
+            uint32_t a0 = pack_h2(sc[2 * j][0], sc[2 * j][1]), a1 = pack_h2(sc[2 * j][2], sc[2 * j][3]);
+            uint32_t a2 = pack_h2(sc[2 * j + 1][0], sc[2 * j + 1][1]), a3 = pack_h2(sc[2 * j + 1][2], sc[2 * j + 1][3]);
+#pragma unroll
+            for (int u = 0; u < HD / 8; u++) {
+                const __half *vr = Vt + (8 * u + g) * VS + 16 * j + 2 * t;
+                mma16816(o[u], a0, a1, a2, a3, *(const uint32_t *)vr, *(const uint32_t *)(vr + 8));
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        l[r] = l[r] > 0.f ? 1.f / l[r] : 0.f;
+    }
+    float *out = (float *)a.b[3] + (size_t)h * HD + 2 * t;
+    const size_t ld = (size_t)p.n_heads * HD;
+    const int ra = 16 * w + g, rb = ra + 8;
+#pragma unroll
+    for (int u = 0; u < HD / 8; u++) {
+        if (ra < nqr) *(float2 *)(out + (size_t)(i0 + ra) * ld + 8 * u) = make_float2(o[u][0] * l[0], o[u][1] * l[0]);
+        if (rb < nqr) *(float2 *)(out + (size_t)(i0 + rb) * ld + 8 * u) = make_float2(o[u][2] * l[1], o[u][3] * l[1]);
+    }
+}
+
 extern "C" int ak_cuda_attn_prefill(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
     const ak_p_attn *p = (const ak_p_attn *)c->a.p;
+    if (p->kv_f16 && (p->head_dim == 64 || p->head_dim == 128)) {
+        dim3 grid(p->n_heads, ak_cdiv(c->rows, AK_TC_Q));
+        if (p->head_dim == 64) return (int)ak_launch(k_attn_prefill_tc<64>, grid, dim3(128), tc_smem<64>(), x->stream, c->a);
+        return (int)ak_launch(k_attn_prefill_tc<128>, grid, dim3(128), tc_smem<128>(), x->stream, c->a);
+    }
     dim3 grid(p->n_heads, ak_cdiv(c->rows, AK_PF_QB));
     return (int)ak_launch(k_attn_prefill, dim3(grid), dim3(AK_PF_THREADS), pf_smem(p->head_dim), x->stream, c->a);
 }
 
 extern "C" int ak_cuda_init_attention(void) {
     cudaError_t e = cudaFuncSetAttribute(k_attn_prefill, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pf_smem(512));
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_attn_prefill_tc<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tc_smem<64>());
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_attn_prefill_tc<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tc_smem<128>());
     return (int)e;
 }

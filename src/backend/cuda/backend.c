@@ -200,7 +200,10 @@ static const char *unsupported(const ak_cmd *c) {
         return NULL;
     }
     case AK_K_GEMV_ACT_DOWN: return ((const ak_p_act_down *)p)->dtype >= AK_MLX_Q2 ? "an MLX weight type" : NULL;
-    case AK_K_ATTN_DECODE: return ((const ak_p_attn *)p)->head_dim > 256 ? "heads of more than 256 dimensions" : NULL;
+    case AK_K_ATTN_DECODE: {
+        int hd = ((const ak_p_attn *)p)->head_dim;
+        return hd == 32 || hd == 64 || hd == 128 || hd == 256 ? NULL : "heads of other than 32, 64, 128 or 256 dimensions";
+    }
     default: return NULL;
     }
 }

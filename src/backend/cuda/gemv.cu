@@ -28,46 +28,89 @@ __device__ __forceinline__ int seg_dtype(const ak_p_mm &p, int g) { return g == 
  * into int8 codes in shared memory (per 32 values d = max|x|/127, as the CPU backend
  * does), optionally computing x on the way (PRO: the RMSNorm of the next block, or
  * act(g) * u for the down projection: the separate norm and activation kernels go
- * away). Each warp then streams its own contiguous rows as one flat list of items
- * (row, 32 quant blocks), a lane per block, AK_GQ_VEC 16-byte loads per lane in flight
- * and the next stage loading while this one is multiplied with dp4a; a warp sum closes
- * each row. The first stage is fetched before waiting for the previous kernel. The
- * result is stored, or added to y (the residual add of the block). */
+ * away). Each warp then streams its rows (every W-th) as one flat list of items
+ * (row, 32 quant blocks: a lane per block) through a ring of AK_GQ_STAGES stages in
+ * shared memory filled by cp.async, so that about 128 KB per multiprocessor are in
+ * flight without holding registers; dp4a multiplies, a warp sum closes each row. The
+ * first stages are requested before waiting for the previous kernel (weights depend on
+ * nothing it writes). The result is stored, or added to y (the residual add). */
 #define AK_GQ_THREADS 512   /* one block per multiprocessor: x is prepared once per SM */
-#define AK_GQ_VEC 8
-#define AK_GQ_MAX_K 32768   /* x codes and scales in 48 KB of shared memory */
+#define AK_GQ_STAGES 4
+#define AK_GQ_MAX_K 32768
+
+__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src));
+}
+__device__ __forceinline__ void cp_async4(void *dst, const void *src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+/* Items per stage and bytes per item (32 blocks of quants, then their 32 scales). */
+template <int DT> struct gq_shape {
+    static constexpr int QB = DT == AK_Q4_0 ? 16 : 32;
+    static constexpr int U = DT == AK_Q4_0 ? 4 : 2;
+    static constexpr int ITEM = 32 * QB + 64;
+    static constexpr int STAGE = U * ITEM;
+};
+static __host__ __device__ size_t gq_x_bytes(int K) { return ((size_t)K + (size_t)(K / 32) * 8 + 15) & ~(size_t)15; }
+template <int DT> static size_t gq_smem(int K) {
+    return gq_x_bytes(K) + (size_t)(AK_GQ_THREADS / 32) * AK_GQ_STAGES * gq_shape<DT>::STAGE;
+}
 
 template <int DT, int PRO>
-__global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg_range sr, int rows_per_warp) {
-    constexpr int Q = DT == AK_Q4_0 ? 1 : 2;   /* uint4 of quants per block */
-    constexpr int U = AK_GQ_VEC / Q;            /* blocks per lane per stage */
+__global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg_range sr) {
+    using S = gq_shape<DT>;
+    constexpr int U = S::U;
     extern __shared__ __align__(16) uint8_t smem[];
     ak_p_mm p;
     memcpy(&p, a.p, sizeof p);
     const int K = p.K, nb = K / 32, J = (nb + 31) / 32;
-    const size_t rb = (size_t)nb * (16 * Q + 2);
+    const size_t rb = (size_t)nb * (S::QB + 2);
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const int c1 = seg_start(p, sr.g1);
-    const int r0 = seg_start(p, sr.g0) + (blockIdx.x * nw + wid) * rows_per_warp;
-    const int items = max(0, min(c1, r0 + rows_per_warp) - r0) * J;
-    uint4 qc[U][Q], qn[U][Q];
-    unsigned short dc[U], dn[U];
-    int frow = r0, fj = 0;   /* fetch cursor */
-    auto fetch = [&](int i0, uint4 (&q)[U][Q], unsigned short (&d)[U]) {
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            int b = 32 * fj + lane;
-            if (i0 + u < items && b < nb) {
-                int g = seg_of(p, frow);
-                const uint8_t *row = seg_w(a, g) + (size_t)(frow - seg_start(p, g)) * rb;
-#pragma unroll
-                for (int k = 0; k < Q; k++) q[u][k] = __ldcs((const uint4 *)row + Q * b + k);
-                d[u] = __ldcs((const unsigned short *)(row + (size_t)nb * 16 * Q) + b);
-            }
-            if (++fj == J) { fj = 0; frow++; }
-        }
+    /* warp gw takes rows c0 + gw + t * W: at any moment the grid reads one band of
+     * neighbouring rows (as a plain copy would), not thousands of scattered streams */
+    const int c0 = seg_start(p, sr.g0), c1 = seg_start(p, sr.g1), W = gridDim.x * nw;
+    const int r0 = c0 + blockIdx.x * nw + wid;
+    const int items = (r0 < c1 ? (c1 - r0 + W - 1) / W : 0) * J;
+    uint8_t *ring = smem + gq_x_bytes(K) + (size_t)wid * AK_GQ_STAGES * S::STAGE;
+    /* issue cursor: row, item within it, this lane's next quant and scale addresses */
+    int frow = r0, fj = 0, fleft = items;
+    const uint8_t *qp = NULL, *sp = NULL;
+    auto seek = [&]() {
+        int g = seg_of(p, frow);
+        const uint8_t *row = seg_w(a, g) + (size_t)(frow - seg_start(p, g)) * rb;
+        qp = row + lane * S::QB;
+        sp = row + (size_t)nb * S::QB + 4 * lane;
     };
-    fetch(0, qc, dc);
+    if (fleft) seek();
+    /* requests the next U items into ring slot `slot`; always one commit group */
+    auto issue = [&](int slot) {
+        uint8_t *dst = ring + slot * S::STAGE;
+#pragma unroll
+        for (int u = 0; u < U; u++, dst += S::ITEM) {
+            if (fleft == 0) break;
+            int tail = nb - 32 * fj;   /* blocks left in the row */
+            if (lane < tail) {
+#pragma unroll
+                for (int k = 0; k < S::QB / 16; k++) cp_async16(dst + lane * S::QB + 16 * k, qp + 16 * k);
+            }
+            if (lane < 16 && 2 * lane < tail) cp_async4(dst + 32 * S::QB + 4 * lane, sp);
+            qp += 32 * S::QB;
+            sp += 64;
+            fleft--;
+            if (++fj == J) {
+                fj = 0;
+                frow += W;
+                if (fleft) seek();
+            }
+        }
+        cp_async_commit();
+    };
+#pragma unroll
+    for (int st = 0; st < AK_GQ_STAGES - 1; st++) issue(st);
     ak_pdl_wait();
     ak_pdl_trigger();
     const ak_stepv st_ = ak_step(a);
@@ -144,33 +187,43 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
     const float *bias = p.has_bias ? (const float *)a.b[5] : NULL;
     int crow = r0, cj = 0;   /* compute cursor */
     float racc = 0.f;
-    for (int i0 = 0; i0 < items; i0 += U) {
-        const bool more = i0 + U < items;
-        if (more) fetch(i0 + U, qn, dn);
+    for (int i0 = 0, slot = 0; i0 < items; i0 += U, slot = slot + 1 == AK_GQ_STAGES ? 0 : slot + 1) {
+        issue(slot == 0 ? AK_GQ_STAGES - 1 : slot - 1);   /* the slot computed last round */
+        cp_async_wait<AK_GQ_STAGES - 1>();
+        __syncwarp();
+        const uint8_t *src = ring + slot * S::STAGE;
 #pragma unroll
-        for (int u = 0; u < U; u++) {
+        for (int u = 0; u < U; u++, src += S::ITEM) {
             if (i0 + u >= items) break;
             int b = 32 * cj + lane;
             if (b < nb) {
                 const int4 *xv = (const int4 *)(xq + 32 * b);
                 int4 x0 = xv[0], x1 = xv[1];
                 const int xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-                int acc = 0;
+                const uint4 *qp = (const uint4 *)(src + lane * S::QB);
+                int acc, acc2 = 0;   /* two chains of dp4a */
                 if (DT == AK_Q4_0) {
-                    const uint32_t qw[4] = {qc[u][0].x, qc[u][0].y, qc[u][0].z, qc[u][0].w};
+                    uint4 q = qp[0];
+                    const uint32_t qw[4] = {q.x, q.y, q.z, q.w};
+                    acc = -8 * xs[b];
 #pragma unroll
                     for (int wi = 0; wi < 4; wi++) {
                         acc = __dp4a((int)(qw[wi] & 0x0F0F0F0Fu), xw[wi], acc);
-                        acc = __dp4a((int)((qw[wi] >> 4) & 0x0F0F0F0Fu), xw[4 + wi], acc);
+                        acc2 = __dp4a((int)((qw[wi] >> 4) & 0x0F0F0F0Fu), xw[4 + wi], acc2);
                     }
-                    acc -= 8 * xs[b];
                 } else {
-                    const uint32_t qw[8] = {qc[u][0].x, qc[u][0].y, qc[u][0].z, qc[u][0].w,
-                                            qc[u][Q - 1].x, qc[u][Q - 1].y, qc[u][Q - 1].z, qc[u][Q - 1].w};
+                    uint4 q0 = qp[0], q1 = qp[1];
+                    const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+                    acc = 0;
 #pragma unroll
-                    for (int wi = 0; wi < 8; wi++) acc = __dp4a((int)qw[wi], xw[wi], acc);
+                    for (int wi = 0; wi < 8; wi += 2) {
+                        acc = __dp4a((int)qw[wi], xw[wi], acc);
+                        acc2 = __dp4a((int)qw[wi + 1], xw[wi + 1], acc2);
+                    }
                 }
-                racc += __half2float(__ushort_as_half(dc[u])) * xd[b] * (float)acc;
+                acc += acc2;
+                float d = __half2float(((const __half *)(src + 32 * S::QB))[lane]);
+                racc += d * xd[b] * (float)acc;
             }
             if (++cj == J) {
                 float v = ak_warp_sum(racc);
@@ -180,18 +233,12 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
                 }
                 racc = 0.f;
                 cj = 0;
-                crow++;
+                crow += W;
             }
         }
-        if (more) {
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-#pragma unroll
-                for (int k = 0; k < Q; k++) qc[u][k] = qn[u][k];
-                dc[u] = dn[u];
-            }
-        }
+        __syncwarp();
     }
+    cp_async_wait<0>();
 }
 
 /* Generic: one warp per output row, M <= AK_CUDA_GEMV_BATCH x rows. */
@@ -255,12 +302,11 @@ static bool fast_ok(const ak_cuda_args &a, const ak_p_mm *p, int g0, int g1) {
 
 template <int PRO>
 static cudaError_t launch_q(const ak_cuda_args &a, int dt, int total, seg_range sr, int K, cudaStream_t st) {
-    /* a block of 16 warps per multiprocessor, each warp a contiguous run of rows */
-    int warps = ak_cuda_n_sm * (AK_GQ_THREADS / 32);
-    int rpw = ak_cdiv(total, warps), blocks = ak_cdiv(ak_cdiv(total, rpw), AK_GQ_THREADS / 32);
-    size_t smem = (size_t)K + (size_t)(K / 32) * 8;
-    if (dt == AK_Q4_0) return ak_launch(k_gemv_q<AK_Q4_0, PRO>, dim3(blocks), dim3(AK_GQ_THREADS), smem, st, a, sr, rpw);
-    return ak_launch(k_gemv_q<AK_Q8_0, PRO>, dim3(blocks), dim3(AK_GQ_THREADS), smem, st, a, sr, rpw);
+    /* a block of 16 warps per multiprocessor (fewer for small matrices) */
+    int blocks = ak_cdiv(total, AK_GQ_THREADS / 32);
+    if (blocks > ak_cuda_n_sm) blocks = ak_cuda_n_sm;
+    if (dt == AK_Q4_0) return ak_launch(k_gemv_q<AK_Q4_0, PRO>, dim3(blocks), dim3(AK_GQ_THREADS), gq_smem<AK_Q4_0>(K), st, a, sr);
+    return ak_launch(k_gemv_q<AK_Q8_0, PRO>, dim3(blocks), dim3(AK_GQ_THREADS), gq_smem<AK_Q8_0>(K), st, a, sr);
 }
 
 /* Launches segments [g0, g1) (one dtype) through the streaming or the generic kernel. */
@@ -301,6 +347,19 @@ static ak_cuda_args act_down_args(const ak_cuda_args &c) {
     g.b[5] = NULL;
     g.act = q->act;
     return g;
+}
+
+/* The streaming kernels' shared memory beyond 48 KB; once per process. */
+template <int DT> static cudaError_t gq_init() {
+    int m = (int)gq_smem<DT>(AK_GQ_MAX_K);
+    cudaError_t e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NONE>, cudaFuncAttributeMaxDynamicSharedMemorySize, m);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NORM>, cudaFuncAttributeMaxDynamicSharedMemorySize, m);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_ACT>, cudaFuncAttributeMaxDynamicSharedMemorySize, m);
+    return e;
+}
+extern "C" int ak_cuda_init_gemv(void) {
+    cudaError_t e = gq_init<AK_Q4_0>();
+    return (int)(e == cudaSuccess ? gq_init<AK_Q8_0>() : e);
 }
 
 extern "C" int ak_cuda_gemv_fusable(const ak_cuda_args *a, int kernel) {

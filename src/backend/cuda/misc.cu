@@ -160,6 +160,7 @@ __global__ void k_repack(uint8_t *w, int dtype, int nb, size_t row_bytes) {
 }
 
 extern "C" int ak_cuda_init_attention(void);
+extern "C" int ak_cuda_init_gemv(void);
 
 int ak_cuda_pdl;
 
@@ -173,7 +174,8 @@ extern "C" int ak_cuda_kernels_init(void) {
     cudaDeviceGetAttribute(&ak_cuda_n_sm, cudaDevAttrMultiProcessorCount, dev);
     cudaError_t e = cudaFuncSetAttribute(k_repack, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
     if (e != cudaSuccess) return (int)e;
-    return ak_cuda_init_attention();
+    int r = ak_cuda_init_gemv();
+    return r ? r : ak_cuda_init_attention();
 }
 
 extern "C" int ak_cuda_is_repacked(int dtype) { return dtype == AK_Q4_0 || dtype == AK_Q8_0; }

@@ -340,7 +340,9 @@ static void one_attn(int prefill, int n, int pos, int nh, int nkv, int hd, int m
     ak_run r = {.pos = pos, .n = n, .steps = 1};
     size_t off = prefill ? 0 : (size_t)(n - 1) * nh * hd * 4, cnt = prefill ? (size_t)n * nh * hd : (size_t)nh * hd;
     double d = compare(&tb, &w, r, AK_BUF_ATT, off, cnt);
-    CHECK(d <= 1e-5, "attn %s n %d pos %d heads %d/%d hd %d f16 %d window %d softcap %g causal %d: rel %.3g",
+    /* the tensor-core prefill (F16 cache, heads of 64 or 128) rounds q and p to f16 */
+    double tol = prefill && kv_f16 && (hd == 64 || hd == 128) ? 3e-3 : 1e-5;
+    CHECK(d <= tol, "attn %s n %d pos %d heads %d/%d hd %d f16 %d window %d softcap %g causal %d: rel %.3g",
           prefill ? "prefill" : "decode", n, pos, nh, nkv, hd, kv_f16, window, (double)softcap, causal, d);
     printf("attn %-7s n %3d pos %4d hd %3d f16 %d window %3d: rel %.2e\n", prefill ? "prefill" : "decode", n, pos, hd, kv_f16, window, d);
     ak_table_free(&tb);
@@ -357,6 +359,12 @@ static void test_attention(void) {
     one_attn(1, 37, 0, 4, 4, 128, 512, 1, 0, 0, 1);
     one_attn(1, 70, 100, 8, 1, 256, 512, 0, 50, 50.f, 1);
     one_attn(1, 33, 0, 4, 2, 32, 64, 0, 0, 0, 0);
+    /* tensor cores: partial tiles, GQA, window + softcap, not causal, one row */
+    one_attn(1, 100, 300, 8, 2, 64, 1000, 1, 0, 0, 1);
+    one_attn(1, 130, 50, 8, 2, 128, 512, 1, 40, 30.f, 1);
+    one_attn(1, 70, 0, 4, 4, 64, 128, 1, 0, 0, 0);
+    one_attn(1, 1, 10, 4, 2, 128, 64, 1, 0, 0, 1);
+    one_attn(1, 512, 0, 16, 8, 128, 1024, 1, 0, 0, 1);
 }
 
 static void test_rope_norm_argmax(void) {
