@@ -22,16 +22,15 @@ __device__ __forceinline__ float kv_at(const void *cache, int f16, size_t i) {
     return f16 ? __half2float(((const __half *)cache)[i]) : ((const float *)cache)[i];
 }
 
-/* Decode keys per block: about 64 splits of the cache, at least 16 keys each (one
- * unrolled step of every warp). */
-extern "C" void ak_cuda_attn_splits(int max_seq, int *chunk, int *splits) {
-    int c = (max_seq + 63) / 64;
-    c = (c + 15) / 16 * 16;
-    *chunk = c;
-    *splits = (max_seq + c - 1) / c;
+/* Decode splits of the cache: the grid has one per 32 positions (at most 128); at run
+ * time a step uses one per 32 visible keys (one unrolled step of every warp), so the
+ * shortest contexts need no merge. */
+extern "C" int ak_cuda_attn_splits(int max_seq) {
+    int s = (max_seq + 31) / 32;
+    return s < 128 ? s : 128;
 }
 
-#define AK_DEC_WARPS 4
+#define AK_DEC_WARPS 8
 /* DPL neighbouring values of a cache row (F32 or F16) as floats, in one vector load. */
 template <int DPL, bool F16>
 __device__ __forceinline__ void load_dpl(const void *cache, size_t i, float (&v)[DPL]) {
@@ -65,11 +64,12 @@ __device__ __forceinline__ void load_dpl(const void *cache, size_t i, float (&v)
  * keys; its warps take alternate keys, a lane per DPL neighbouring dimensions of the
  * head (one vector load each of K and V), and keep an online softmax per head, so one
  * pass reads K and V. Heads of 32, 64, 128 or 256 (encode refuses others).
- * The warps merge in shared memory, the block writes (max, sum, weighted V) per head,
- * and the last block of the KV head to finish merges the splits. Splits past kv_len
- * return at once (the grid is sized for the whole cache). */
+ * The warps merge in shared memory; with one split that is the result, else the block
+ * writes (max, sum, weighted V) per head and the last block of the KV head to finish
+ * merges the splits. Splits past kv_len return at once (the grid is sized for the whole
+ * cache). */
 template <int DPL, bool F16>
-__global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args a, int chunk) {
+__global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args a) {
     constexpr int MG = 32 / DPL;
     __shared__ float sh[AK_DEC_WARPS][MG][32 * DPL + 2];
     __shared__ bool last;
@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
     const int s = blockIdx.y;
     int lo, hi;
     key_range(p, p.pos + p.n - 1, &lo, &hi);
-    const int S = (hi - lo + chunk - 1) / chunk;   /* splits in use */
+    const int S = min((int)gridDim.y, (hi - lo + 31) / 32), chunk = (hi - lo + S - 1) / S;   /* splits in use */
     if (s >= S) return;
     const int k0 = lo + s * chunk, k1 = min(hi, k0 + chunk);
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
@@ -150,10 +150,15 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
                 L += sh[v][g][1] * f;
                 A += sh[v][g][2 + d] * f;
             }
+        if (S == 1) {   /* the only split: the result */
+            ((float *)a.b[3])[(size_t)(p.n - 1) * p.n_heads * hd + (size_t)(kvh * group + g0 + g) * hd + d] = L > 0.f ? A / L : 0.f;
+            continue;
+        }
         float *part = scratch + ((size_t)(kvh * group + g0 + g) * SM + s) * (hd + 2);
         part[2 + d] = A;
         if (d == 0) { part[0] = M; part[1] = L; }
     }
+    if (S == 1) return;
     uint32_t *cnt = (uint32_t *)(scratch + (size_t)p.n_heads * SM * (hd + 2)) + blockIdx.x;
     __threadfence();
     __syncthreads();
@@ -183,8 +188,8 @@ template <int DPL>
 static cudaError_t attn_decode_launch(const ak_cuda_cmd *c, dim3 grid, cudaStream_t st) {
     const ak_p_attn *p = (const ak_p_attn *)c->a.p;
     dim3 blk(AK_DEC_WARPS * 32);
-    if (p->kv_f16) return ak_launch(k_attn_decode<DPL, true>, grid, blk, 0, st, c->a, c->aux[0]);
-    return ak_launch(k_attn_decode<DPL, false>, grid, blk, 0, st, c->a, c->aux[0]);
+    if (p->kv_f16) return ak_launch(k_attn_decode<DPL, true>, grid, blk, 0, st, c->a);
+    return ak_launch(k_attn_decode<DPL, false>, grid, blk, 0, st, c->a);
 }
 
 extern "C" int ak_cuda_attn_decode(const ak_cuda_cmd *c, ak_cuda_ctx *x) {

@@ -91,8 +91,8 @@ int ak_cuda_is_repacked(int dtype);
 static inline int ak_cuda_file_layout(int dtype) { return dtype == AK_Q4_0 ? AK_CUDA_Q4_0_FILE : AK_CUDA_Q8_0_FILE; }
 /* Best read bandwidth over a scratch buffer, GB/s (0 on failure). */
 double ak_cuda_read_bandwidth(cudaStream_t s);
-/* Attention decode: key chunk and split count for a cache of max_seq positions. */
-void ak_cuda_attn_splits(int max_seq, int *chunk, int *splits);
+/* Attention decode: the grid's key splits for a cache of max_seq positions. */
+int ak_cuda_attn_splits(int max_seq);
 int ak_cuda_argmax_blocks(int vocab);
 /* cuBLAS handle management (gemm.cu). */
 int ak_cuda_cublas_create(void **h, void **workspace, cudaStream_t s);

@@ -60,10 +60,12 @@ template <int DT> static size_t gq_smem(int K) {
     return gq_x_bytes(K) + (size_t)(AK_GQ_THREADS / 32) * AK_GQ_STAGES * gq_shape<DT>::STAGE;
 }
 
-template <int DT, int PRO>
+template <int DT, int PRO, int JC>
 __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg_range sr) {
     using S = gq_shape<DT>;
-    constexpr int U = S::U;
+    /* JC > 0 (Q4_0, rows of JC items, K up to 4096): a lane's x codes stay in registers
+     * across rows and a stage holds whole rows */
+    constexpr int U = JC > 0 ? (S::U / JC > 0 ? S::U / JC : 1) * JC : S::U;
     extern __shared__ __align__(16) uint8_t smem[];
     ak_p_mm p;
     memcpy(&p, a.p, sizeof p);
@@ -185,6 +187,55 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
 
     float *y = (float *)a.b[4];
     const float *bias = p.has_bias ? (const float *)a.b[5] : NULL;
+    if constexpr (JC > 0) {
+        int xr[JC][8], xsr[JC];
+        float xdr[JC];
+#pragma unroll
+        for (int j = 0; j < JC; j++) {
+            int b = min(32 * j + lane, nb - 1);
+            const int4 *xv = (const int4 *)(xq + 32 * b);
+            int4 x0 = xv[0], x1 = xv[1];
+            xr[j][0] = x0.x; xr[j][1] = x0.y; xr[j][2] = x0.z; xr[j][3] = x0.w;
+            xr[j][4] = x1.x; xr[j][5] = x1.y; xr[j][6] = x1.z; xr[j][7] = x1.w;
+            xsr[j] = -8 * xs[b];
+            xdr[j] = xd[b];
+        }
+        int crow = r0;
+        for (int i0 = 0, slot = 0; i0 < items; i0 += U, slot = slot + 1 == AK_GQ_STAGES ? 0 : slot + 1) {
+            issue(slot == 0 ? AK_GQ_STAGES - 1 : slot - 1);
+            cp_async_wait<AK_GQ_STAGES - 1>();
+            __syncwarp();
+            const uint8_t *src = ring + slot * S::STAGE;
+#pragma unroll
+            for (int rr = 0; rr < U / JC; rr++) {
+                if (i0 + rr * JC >= items) break;
+                float racc = 0.f;
+#pragma unroll
+                for (int j = 0; j < JC; j++) {
+                    const uint8_t *it = src + (rr * JC + j) * S::ITEM;
+                    uint4 q = *(const uint4 *)(it + lane * S::QB);
+                    const uint32_t qw[4] = {q.x, q.y, q.z, q.w};
+                    int acc = xsr[j], acc2 = 0;
+#pragma unroll
+                    for (int wi = 0; wi < 4; wi++) {
+                        acc = __dp4a((int)(qw[wi] & 0x0F0F0F0Fu), xr[j][wi], acc);
+                        acc2 = __dp4a((int)((qw[wi] >> 4) & 0x0F0F0F0Fu), xr[j][4 + wi], acc2);
+                    }
+                    float v = __half2float(((const __half *)(it + 32 * S::QB))[lane]) * xdr[j] * (float)(acc + acc2);
+                    racc += 32 * j + lane < nb ? v : 0.f;
+                }
+                float v = ak_warp_sum(racc);
+                if (lane == 0) {
+                    if (bias && crow < p.N[0]) v += bias[crow];
+                    y[crow] = a.acc ? y[crow] + v : v;
+                }
+                crow += W;
+            }
+            __syncwarp();
+        }
+        cp_async_wait<0>();
+        return;
+    }
     int crow = r0, cj = 0;   /* compute cursor */
     float racc = 0.f;
     for (int i0 = 0, slot = 0; i0 < items; i0 += U, slot = slot + 1 == AK_GQ_STAGES ? 0 : slot + 1) {
@@ -305,8 +356,16 @@ static cudaError_t launch_q(const ak_cuda_args &a, int dt, int total, seg_range 
     /* a block of 16 warps per multiprocessor (fewer for small matrices) */
     int blocks = ak_cdiv(total, AK_GQ_THREADS / 32);
     if (blocks > ak_cuda_n_sm) blocks = ak_cuda_n_sm;
-    if (dt == AK_Q4_0) return ak_launch(k_gemv_q<AK_Q4_0, PRO>, dim3(blocks), dim3(AK_GQ_THREADS), gq_smem<AK_Q4_0>(K), st, a, sr);
-    return ak_launch(k_gemv_q<AK_Q8_0, PRO>, dim3(blocks), dim3(AK_GQ_THREADS), gq_smem<AK_Q8_0>(K), st, a, sr);
+    dim3 g(blocks), b(AK_GQ_THREADS);
+    if (dt == AK_Q8_0) return ak_launch(k_gemv_q<AK_Q8_0, PRO, 0>, g, b, gq_smem<AK_Q8_0>(K), st, a, sr);
+    size_t sm = gq_smem<AK_Q4_0>(K);
+    switch ((K / 32 + 31) / 32) {
+    case 1: return ak_launch(k_gemv_q<AK_Q4_0, PRO, 1>, g, b, sm, st, a, sr);
+    case 2: return ak_launch(k_gemv_q<AK_Q4_0, PRO, 2>, g, b, sm, st, a, sr);
+    case 3: return ak_launch(k_gemv_q<AK_Q4_0, PRO, 3>, g, b, sm, st, a, sr);
+    case 4: return ak_launch(k_gemv_q<AK_Q4_0, PRO, 4>, g, b, sm, st, a, sr);
+    default: return ak_launch(k_gemv_q<AK_Q4_0, PRO, 0>, g, b, sm, st, a, sr);
+    }
 }
 
 /* Launches segments [g0, g1) (one dtype) through the streaming or the generic kernel. */
@@ -350,16 +409,21 @@ static ak_cuda_args act_down_args(const ak_cuda_args &c) {
 }
 
 /* The streaming kernels' shared memory beyond 48 KB; once per process. */
-template <int DT> static cudaError_t gq_init() {
+template <int DT, int JC> static cudaError_t gq_init() {
     int m = (int)gq_smem<DT>(AK_GQ_MAX_K);
-    cudaError_t e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NONE>, cudaFuncAttributeMaxDynamicSharedMemorySize, m);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NORM>, cudaFuncAttributeMaxDynamicSharedMemorySize, m);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_ACT>, cudaFuncAttributeMaxDynamicSharedMemorySize, m);
+    cudaError_t e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NONE, JC>, cudaFuncAttributeMaxDynamicSharedMemorySize, m);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NORM, JC>, cudaFuncAttributeMaxDynamicSharedMemorySize, m);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_ACT, JC>, cudaFuncAttributeMaxDynamicSharedMemorySize, m);
     return e;
 }
 extern "C" int ak_cuda_init_gemv(void) {
-    cudaError_t e = gq_init<AK_Q4_0>();
-    return (int)(e == cudaSuccess ? gq_init<AK_Q8_0>() : e);
+    cudaError_t e = gq_init<AK_Q8_0, 0>();
+    if (e == cudaSuccess) e = gq_init<AK_Q4_0, 0>();
+    if (e == cudaSuccess) e = gq_init<AK_Q4_0, 1>();
+    if (e == cudaSuccess) e = gq_init<AK_Q4_0, 2>();
+    if (e == cudaSuccess) e = gq_init<AK_Q4_0, 3>();
+    if (e == cudaSuccess) e = gq_init<AK_Q4_0, 4>();
+    return (int)e;
 }
 
 extern "C" int ak_cuda_gemv_fusable(const ak_cuda_args *a, int kernel) {
