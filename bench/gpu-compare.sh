@@ -3,8 +3,9 @@
 # with CUDA from a source tarball (SRC, default .llama/src.tgz: the vendor/llama.cpp tree of
 # PyPI's llama-cpp-python sdist, trimmed to what the build needs, carried to the device in
 # an ignored folder), builds akunu, writes the synthetic models and prints both engines'
-# pp512 / tg128 and their ratios. A build that outlives the call resumes on the next one
-# while the machine is warm (the build folder is /root/llama-build).
+# pp512 / tg128 and their ratios (akunu with an F16 KV cache, as llama.cpp's default),
+# and akunu's host time per chain-decoded token. A build that outlives the call resumes
+# on the next one while the machine is warm (the build folder is /root/llama-build).
 #   bench/gpu-compare.sh [MODEL ...]     (default: qwen3-0.6b-q4_0 llama-3-8b-q4_0 llama-3-8b-q8_0)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,9 +34,11 @@ mkdir -p models
 python3 tools/make_bench_models.py models --only "${models[@]}" >/dev/null || exit 1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 printf "| model | test | akunu t/s | llama.cpp t/s | ratio |\n| --- | --- | ---: | ---: | ---: |\n"
+hosts=""
 for m in "${models[@]}"; do
     f=models/bench-$m.gguf
-    build-gpu/akunu bench -m "$f" --backend cuda -p 512 -n 128 -r 5 --json > "$OUT/akunu-$m.json" 2>/dev/null
+    # --kv-f16: the same KV-cache type as llama.cpp's default
+    AKUNU_CUDA_STATS=1 build-gpu/akunu bench -m "$f" --backend cuda --kv-f16 -p 512 -n 128 -r 5 --json > "$OUT/akunu-$m.json" 2> "$OUT/akunu-$m.stats"
     "$lb/b/bin/llama-bench" -m "$f" -ngl 99 -p 512 -n 128 -r 5 -o json > "$OUT/llama-$m.json" 2>/dev/null
     python3 - "$m" "$OUT/akunu-$m.json" "$OUT/llama-$m.json" <<'PY'
 import json, sys
@@ -46,4 +49,6 @@ for r in a:
     o = ll.get(t)
     print(f"| {m} | {t} | {v:.1f} | {o:.1f} | {v / o:.2f} |" if o else f"| {m} | {t} | {v:.1f} | - | - |")
 PY
+    hosts="$hosts $m: $(grep "128 step(s)" "$OUT/akunu-$m.stats" | sed 's/.*host \([0-9.]*\) us.*/\1/' | sort -n | awk '{a[NR]=$1} END {print NR ? a[int((NR+1)/2)] : "?"}') us;"
 done
+echo "akunu host time per chain-decoded token (median of the tg128 runs):$hosts"
