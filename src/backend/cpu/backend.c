@@ -5,14 +5,27 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/threadpool.h"
+#include "backend/cpu/panel.h"
 #include "core/err.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+/* A weight matrix repacked into panels (panel.h), shared by every table encoded on
+ * this backend (prefill and decode read one copy); freed with the backend. */
+typedef struct {
+    const void *w;
+    ak_dtype t;
+    int64_t K, N;
+    void *pk;
+    int fresh;             /* packed by the current encode */
+} cpu_packed;
+
 typedef struct {
     ak_backend base;
     ak_pool *pool;
+    cpu_packed *pk;
+    int npk, cap;
 } cpu_backend;
 
 typedef struct {
@@ -83,6 +96,55 @@ static void cpu_encoded_free(ak_backend *b, void *enc) {
     free(t);
 }
 
+/* The panel copy of (w, t, K, N): from the cache, or a new zeroed entry that the
+ * encode packs before it returns. NULL if unsupported or out of memory (the command
+ * then keeps the row kernels). */
+static void *packed_weight(cpu_backend *cb, const void *w, ak_dtype t, int64_t K, int64_t N) {
+    if (N <= 0 || !ak_panel_supported(t, K)) return NULL;
+    for (int i = 0; i < cb->npk; i++) {
+        cpu_packed *e = &cb->pk[i];
+        if (e->w == w && e->t == t && e->K == K && e->N == N) return e->pk;
+    }
+    if (cb->npk == cb->cap) {
+        int cap = cb->cap ? 2 * cb->cap : 64;
+        cpu_packed *n = realloc(cb->pk, (size_t)cap * sizeof *n);
+        if (!n) return NULL;
+        cb->pk = n;
+        cb->cap = cap;
+    }
+    size_t bytes = (ak_panel_bytes(t, N, K) + 63) & ~(size_t)63;
+    void *pk = aligned_alloc(64, bytes ? bytes : 64);
+    if (!pk) return NULL;
+    cb->pk[cb->npk++] = (cpu_packed){w, t, K, N, pk, 1};
+    return pk;
+}
+
+typedef struct { cpu_backend *cb; } pack_job;
+
+/* Every thread packs its slice of the panels of each fresh entry. */
+static void pack_fresh(void *ctx, int ith, int nth) {
+    cpu_backend *cb = ((pack_job *)ctx)->cb;
+    for (int i = 0; i < cb->npk; i++) {
+        cpu_packed *e = &cb->pk[i];
+        if (!e->fresh) continue;
+        int64_t np = (e->N + AK_PANEL_R - 1) / AK_PANEL_R, lo, hi;
+        ak_split(np, ith, nth, &lo, &hi);
+        if (lo < hi) ak_panel_pack(e->t, e->w, e->N, e->K, e->pk, lo, hi);
+    }
+}
+
+/* Sets c->pk for the weight segments that have a panel layout. */
+static void encode_panels(cpu_backend *cb, const ak_cmd *c, ak_cpu_cmd *e) {
+    if (c->kernel == AK_K_GEMV || c->kernel == AK_K_GEMM) {
+        const ak_p_mm *p = (const ak_p_mm *)c->params;
+        for (int i = 0; i < p->nseg && i < 3; i++)
+            e->pk[i] = packed_weight(cb, e->b[i], (ak_dtype)p->dtype[i], p->K, p->N[i]);
+    } else if (c->kernel == AK_K_GEMV_ACT_DOWN) {
+        const ak_p_act_down *p = (const ak_p_act_down *)c->params;
+        e->pk[0] = packed_weight(cb, e->b[0], (ak_dtype)p->dtype, p->K, p->N);
+    }
+}
+
 static ak_status cpu_encode(ak_backend *b, const ak_table *tab, void *const bufs[AK_BUF_COUNT], void **out, ak_err *err) {
     cpu_backend *cb = (cpu_backend *)b;
     int nth = ak_pool_size(cb->pool);
@@ -110,10 +172,22 @@ static ak_status cpu_encode(ak_backend *b, const ak_table *tab, void *const bufs
         e->bind_tok = c->bind_tok;
         if (c->patch & (AK_PATCH_TOK_IN | AK_PATCH_TOK_OUT)) e->tok_base = e->b[c->bind_tok];
         size_t s = ak_cpu_scratch_need(c->kernel, c->params);
+        if (c->kernel == AK_K_GEMV || c->kernel == AK_K_GEMM || c->kernel == AK_K_GEMV_ACT_DOWN) {
+            encode_panels(cb, c, e);
+            size_t ps = ak_cpu_mm_panel_scratch(e, c->kernel);
+            if (ps > s) s = ps;
+        }
         if (s > need) need = s;
     }
+    int fresh = 0;
+    for (int i = 0; i < cb->npk; i++) fresh |= cb->pk[i].fresh;
+    if (fresh) {
+        pack_job pj = {cb};
+        ak_pool_run(cb->pool, pack_fresh, &pj);
+        for (int i = 0; i < cb->npk; i++) cb->pk[i].fresh = 0;
+    }
     need = (need + 15) & ~(size_t)15;
-    t->scratch = malloc((size_t)nth * need * sizeof(float));
+    t->scratch = aligned_alloc(64, (size_t)nth * need * sizeof(float));
     if (!t->scratch) { cpu_encoded_free(b, t); return ak_fail(err, AK_ERR_NOMEM, "cpu: out of memory for scratch"); }
     for (int i = 0; i < nth; i++) { t->tls[i].scratch = t->scratch + (size_t)i * need; t->tls[i].scratch_n = need; }
     t->tokens = bufs[AK_BUF_TOKENS];
@@ -182,6 +256,8 @@ static ak_status cpu_bandwidth(ak_backend *b, double *gbps, ak_err *err) {
 static void cpu_destroy(ak_backend *b) {
     cpu_backend *cb = (cpu_backend *)b;
     ak_pool_free(cb->pool);
+    for (int i = 0; i < cb->npk; i++) free(cb->pk[i].pk);
+    free(cb->pk);
     free(cb);
 }
 

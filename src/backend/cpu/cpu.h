@@ -23,6 +23,9 @@ struct ak_cpu_cmd {
     /* replay patch data (see ak_cmd) */
     uint8_t patch, off_pos, off_kv, off_n, bind_tok;
     uint8_t *tok_base;
+    /* GEMV / GEMM / GEMV_ACT_DOWN: each segment's weights repacked into panels (panel.h)
+     * by cpu_encode, or NULL where the segment runs the row kernels. */
+    void *pk[3];
 };
 
 /* Slice [*lo, *hi) of n work units for thread ith of nth. */
@@ -108,6 +111,9 @@ void ak_cpu_argmax(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls);
 size_t ak_cpu_scratch_need(int kernel, const void *params);
 /* Scratch floats of GEMV (gemm 0) and GEMM (gemm 1) commands (matmul.c). */
 size_t ak_cpu_mm_scratch(const ak_p_mm *p, int gemm);
+/* Scratch floats of an encoded GEMV / GEMM / GEMV_ACT_DOWN command with panel segments
+ * (c->pk set), at least ak_cpu_scratch_need. */
+size_t ak_cpu_mm_panel_scratch(const ak_cpu_cmd *c, int kernel);
 
 #define AK_ATTN_QB 16   /* prefill attention tile: queries */
 #define AK_ATTN_KB 64   /* prefill attention tile: keys */

@@ -2,8 +2,12 @@
  * matrices writing side by side (fused QKV, gate+up), and the fused activation+down GEMV.
  * The ggml block types multiply int8-quantized activations (cpu.h): x is quantized
  * once per call into each thread's scratch (K values: cheap next to the thread's share
- * of the weights), then integer dot products run (quant_act.c, dotq_impl.h). */
+ * of the weights), then integer dot products run (quant_act.c, dotq_impl.h).
+ * Segments that cpu_encode repacked into panels (c->pk, panel.h) run ak_panel_mm
+ * instead: the threads split their panels, and rows past a segment's N are never
+ * written. */
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/panel.h"
 #include <stdbool.h>
 #include <string.h>
 
@@ -86,13 +90,116 @@ static void gemv_rows(const segs *s, int64_t K, const float *x, float *y, const 
     }
 }
 
+/* ---- panel segments ---- */
+
+static void *align64(void *p) { return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
+
+static int64_t n_panels(int64_t N) { return (N + AK_PANEL_R - 1) / AK_PANEL_R; }
+
+size_t ak_cpu_mm_panel_scratch(const ak_cpu_cmd *c, int kernel) {
+    size_t f = 0;
+    if (kernel == AK_K_GEMV_ACT_DOWN) {
+        const ak_p_act_down *p = (const ak_p_act_down *)c->p;
+        f = 2 * (size_t)p->K;
+        if (c->pk[0]) f = (size_t)p->K + 16 + (ak_panel_scratch((ak_dtype)p->dtype, p->K, 1) + 3) / 4;
+        return f;
+    }
+    const ak_p_mm *p = (const ak_p_mm *)c->p;
+    f = ak_cpu_mm_scratch(p, kernel == AK_K_GEMM);
+    int n = kernel == AK_K_GEMM && !p->last_only ? p->n : 1;
+    for (int i = 0; i < p->nseg; i++)
+        if (c->pk[i]) {
+            size_t q = 16 + (ak_panel_scratch((ak_dtype)p->dtype[i], p->K, n) + 3) / 4;
+            if (q > f) f = q;
+        }
+    return f;
+}
+
+/* The panel segments of a GEMV / GEMM: this thread's share of all their panels. The
+ * block types share one int8 copy of x, quantized once per thread. */
+static void mm_panels(void *const pk[3], const ak_p_mm *p, const segs *s, int n, const float *x,
+                      float *y, const float *bias, int ith, int nth, float *scratch) {
+    int64_t tot = 0;
+    for (int i = 0; i < p->nseg; i++) if (pk[i]) tot += n_panels(p->N[i]);
+    int64_t lo, hi, at = 0;
+    ak_split(tot, ith, nth, &lo, &hi);
+    void *sp = align64(scratch);
+    bool xq = false;
+    for (int i = 0; i < p->nseg && at < hi; i++) {
+        if (!pk[i]) continue;
+        int64_t np = n_panels(p->N[i]), a = lo > at ? lo - at : 0, b = hi - at < np ? hi - at : np;
+        at += np;
+        if (a >= b) continue;
+        const float *bs = i == 0 ? bias : NULL;
+        if (ak_act_q8(s->t[i])) {
+            if (!xq) ak_panel_q_quantize(p->K, x, p->ld_x, n, sp);
+            xq = true;
+            ak_panel_q_mm_pre(s->t[i], pk[i], p->N[i], p->K, a, b, sp, n, y + s->start[i], p->ld_y, bs);
+        } else {
+            ak_panel_mm(s->t[i], pk[i], p->N[i], p->K, a, b, x, p->ld_x, n, y + s->start[i], p->ld_y, bs, sp);
+            xq = false;   /* the float family may use the scratch its own way */
+        }
+    }
+}
+
+/* The row-kernel segments of a command that also has panel segments: each thread
+ * takes a slice of each such segment's rows. */
+static void mm_rest(void *const pk[3], const ak_p_mm *p, const segs *s,
+                    void (*rows)(const ak_p_mm *, const segs *, int64_t, int64_t, void *), void *ctx,
+                    int ith, int nth) {
+    for (int i = 0; i < p->nseg; i++) {
+        if (pk[i]) continue;
+        int64_t lo, hi;
+        ak_split(p->N[i], ith, nth, &lo, &hi);
+        if (lo < hi) rows(p, s, s->start[i] + lo, s->start[i] + hi, ctx);
+    }
+}
+
+static bool any_panel(void *const pk[3], int nseg) {
+    for (int i = 0; i < nseg; i++) if (pk[i]) return true;
+    return false;
+}
+
+static bool all_panel(void *const pk[3], int nseg) {
+    for (int i = 0; i < nseg; i++) if (!pk[i]) return false;
+    return true;
+}
+
+/* The panel copies a command uses now: none for the block types while float activations
+ * are forced (AKUNU_ACT_F32, or a test switching ak_cpu_act_f32 after encoding): the
+ * panels multiply int8 activations, so those segments take the row kernels. */
+static bool block_type(ak_dtype t) { return t != AK_F32 && t != AK_F16 && t != AK_BF16; }
+
+static void panels_now(const ak_cpu_cmd *c, const ak_dtype *t, int nseg, void *pk[3]) {
+    for (int i = 0; i < 3; i++) pk[i] = i < nseg && !(ak_cpu_act_f32 && block_type(t[i])) ? c->pk[i] : NULL;
+}
+
+typedef struct { const float *x, *bias; float *y; float *scratch; ak_cpu_tls *tls; int n; } rows_ctx;
+
+static void gemv_rest(const ak_p_mm *p, const segs *s, int64_t lo, int64_t hi, void *ctx) {
+    rows_ctx *r = ctx;
+    gemv_rows(s, p->K, r->x, r->y, r->bias, lo, hi, r->scratch);
+}
+
 void ak_cpu_gemv(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
     const ak_p_mm *p = (const ak_p_mm *)c->p;
     segs s;
     seg_init(&s, c, p);
+    const float *x = c->b[3], *bias = p->has_bias ? c->b[5] : NULL;
+    float *y = c->b[4];
+    void *pk[3];
+    panels_now(c, s.t, p->nseg, pk);
+    if (any_panel(pk, p->nseg)) {
+        mm_panels(pk, p, &s, 1, x, y, bias, ith, nth, tls->scratch);
+        if (!all_panel(pk, p->nseg)) {
+            rows_ctx r = {x, bias, y, tls->scratch, tls, 1};
+            mm_rest(pk, p, &s, gemv_rest, &r, ith, nth);
+        }
+        return;
+    }
     int64_t lo, hi;
     ak_split(s.start[p->nseg], ith, nth, &lo, &hi);
-    gemv_rows(&s, p->K, c->b[3], c->b[4], p->has_bias ? c->b[5] : NULL, lo, hi, tls->scratch);
+    gemv_rows(&s, p->K, x, y, bias, lo, hi, tls->scratch);
 }
 
 /* Int8 GEMM: every thread quantizes all n activation rows, then for each group of up
@@ -160,6 +267,26 @@ static void gemm_float(const ak_p_mm *p, const segs *s, int n, const float *x, f
     }
 }
 
+/* Rows [lo, hi) of a GEMM on the row kernels. */
+static void gemm_rows(const ak_p_mm *p, const segs *s, int n, const float *x, float *y, const float *bias,
+                      int64_t lo, int64_t hi, ak_cpu_tls *tls) {
+    int nq = 0;
+    for (int i = 0; i < p->nseg; i++) nq += ak_act_q8(s->t[i]);
+    if (nq == 0) { gemm_float(p, s, n, x, y, bias, lo, hi, tls->scratch); return; }
+    if (nq == p->nseg && tls->scratch_n * sizeof(float) >= gemm_q8_bytes(n, p->K)) {
+        gemm_q8(p, s, n, x, y, bias, lo, hi, tls);
+        return;
+    }
+    /* mixed segments or a small scratch: row by row, as decode would */
+    for (int i = 0; i < n; i++)
+        gemv_rows(s, p->K, x + (size_t)i * p->ld_x, y + (size_t)i * p->ld_y, bias, lo, hi, tls->scratch);
+}
+
+static void gemm_rest(const ak_p_mm *p, const segs *s, int64_t lo, int64_t hi, void *ctx) {
+    rows_ctx *r = ctx;
+    gemm_rows(p, s, r->n, r->x, r->y, r->bias, lo, hi, r->tls);
+}
+
 void ak_cpu_gemm(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
     const ak_p_mm *p = (const ak_p_mm *)c->p;
     segs s;
@@ -168,18 +295,19 @@ void ak_cpu_gemm(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
     float *y = c->b[4];
     int n = p->n;
     if (p->last_only) { x += (size_t)(n - 1) * p->ld_x; n = 1; }
-    int64_t lo, hi;
-    ak_split(s.start[p->nseg], ith, nth, &lo, &hi);
-    int nq = 0;
-    for (int i = 0; i < p->nseg; i++) nq += ak_act_q8(s.t[i]);
-    if (nq == 0) { gemm_float(p, &s, n, x, y, bias, lo, hi, tls->scratch); return; }
-    if (nq == p->nseg && tls->scratch_n * sizeof(float) >= gemm_q8_bytes(n, p->K)) {
-        gemm_q8(p, &s, n, x, y, bias, lo, hi, tls);
+    void *pk[3];
+    panels_now(c, s.t, p->nseg, pk);
+    if (any_panel(pk, p->nseg)) {
+        mm_panels(pk, p, &s, n, x, y, bias, ith, nth, tls->scratch);
+        if (!all_panel(pk, p->nseg)) {
+            rows_ctx r = {x, bias, y, tls->scratch, tls, n};
+            mm_rest(pk, p, &s, gemm_rest, &r, ith, nth);
+        }
         return;
     }
-    /* mixed segments or a small scratch: row by row, as decode would */
-    for (int i = 0; i < n; i++)
-        gemv_rows(&s, p->K, x + (size_t)i * p->ld_x, y + (size_t)i * p->ld_y, bias, lo, hi, tls->scratch);
+    int64_t lo, hi;
+    ak_split(s.start[p->nseg], ith, nth, &lo, &hi);
+    gemm_rows(p, &s, n, x, y, bias, lo, hi, tls);
 }
 
 /* Every thread builds act(g) * u for the whole row in its scratch (K floats: cheap next
@@ -189,6 +317,14 @@ void ak_cpu_gemv_act_down(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls
     const float *gu = c->b[1];
     float *h = tls->scratch;
     for (int k = 0; k < p->K; k++) h[k] = ak_act_apply(p->act, gu[k]) * gu[p->K + k];
+    if (c->pk[0] && !(ak_cpu_act_f32 && block_type((ak_dtype)p->dtype))) {
+        int64_t lo, hi;
+        ak_split(n_panels(p->N), ith, nth, &lo, &hi);
+        if (lo < hi)
+            ak_panel_mm((ak_dtype)p->dtype, c->pk[0], p->N, p->K, lo, hi, h, p->K, 1, c->b[2], p->N, NULL,
+                        align64(h + p->K));
+        return;
+    }
     segs s = {.w = {c->b[0]}, .t = {(ak_dtype)p->dtype}, .start = {0, p->N, INT32_MAX, INT32_MAX}, .nseg = 1};
     s.dot[0] = ak_cpu_dot(s.t[0]);
     s.row_bytes[0] = ak_dtype_row_bytes(s.t[0], p->K);
