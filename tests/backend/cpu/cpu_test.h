@@ -3,6 +3,7 @@
  * The including test defines `static uint64_t rng` first. */
 #ifndef AK_TEST_CPU_TEST_H
 #define AK_TEST_CPU_TEST_H
+#include <stdio.h>
 static const int f16_fields[AK_DTYPE_COUNT][3] = {
     [AK_Q4_0] = {0, -1}, [AK_Q4_1] = {0, 2, -1}, [AK_Q5_0] = {0, -1}, [AK_Q5_1] = {0, 2, -1},
     [AK_Q8_0] = {0, -1}, [AK_Q2_K] = {80, 82, -1}, [AK_Q3_K] = {108, -1}, [AK_Q4_K] = {0, 2, -1},
@@ -34,6 +35,9 @@ static void find_levels(void) {
     if (simd >= 1) { levels[nlev][0] = 1; levels[nlev++][1] = 0; }
     if (simd >= 2) { levels[nlev][0] = 2; levels[nlev++][1] = 0; }
     if (vnni) { levels[nlev][0] = simd; levels[nlev++][1] = vnni; }
+    printf("levels:");
+    for (int i = 0; i < nlev; i++) printf(" %d/%d", levels[i][0], levels[i][1]);
+    printf("\n");
 }
 static void set_level(int i) { ak_cpu_simd = levels[i][0]; ak_cpu_vnni = levels[i][1]; }
 

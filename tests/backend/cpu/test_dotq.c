@@ -213,9 +213,6 @@ static void test_commands(void) {
 int main(void) {
     find_levels();
     int simd = ak_cpu_simd, vnni = ak_cpu_vnni;
-    printf("levels:");
-    for (int i = 0; i < nlev; i++) printf(" %d/%d", levels[i][0], levels[i][1]);
-    printf("\n");
     test_quantize();
     test_dots();
     test_tile();
