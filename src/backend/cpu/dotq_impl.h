@@ -297,32 +297,17 @@ TGT void F(ak_gemm_q8_tile)(int64_t K, const ak_prow *w, int mr, const ak_xq *x,
 /* Quantize x per 32 values (see cpu.h); matches ak_xq_quantize_ref bit for bit:
  * x * (1/d) rounded to nearest even. */
 TGT void F(ak_xq_quantize)(const float *x, int64_t K, ak_xq *o) {
-    const __m256 sign = _mm256_set1_ps(-0.0f);
     const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (int64_t b = 0; b < K / 32; b++, x += 32) {
-        __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
-        __m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
-        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
-                                 _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
-        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
-        float amax = _mm_cvtss_f32(h), d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        __m256 vid = _mm256_set1_ps(id);
-        __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, vid)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, vid));
-        __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, vid)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, vid));
-        __m256i lo = _mm256_add_epi32(i0, i1), hi = _mm256_add_epi32(i2, i3);
-        __m256i t = _mm256_hadd_epi32(lo, hi);   /* per 128-bit lane: lo pairs, hi pairs */
-        t = _mm256_hadd_epi32(t, t);
-        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
-        __m256i q = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
-        _mm256_storeu_si256((__m256i *)(o->q + 32 * b), _mm256_permutevar8x32_epi32(q, perm));
-        __m256i g4 = _mm256_hadd_epi32(_mm256_hadd_epi32(i0, i1), _mm256_hadd_epi32(i2, i3));
+        int sm[2];
+        __m256i c[4];
+        float d = ak_q32_avx2(x, o->q + 32 * b, sm, c);
+        __m256i g4 = _mm256_hadd_epi32(_mm256_hadd_epi32(c[0], c[1]), _mm256_hadd_epi32(c[2], c[3]));
         g4 = _mm256_permutevar8x32_epi32(g4, perm);   /* sums of values 4g..4g+3 */
         _mm256_storeu_si256((__m256i *)(o->m8 + 8 * b), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(g4, 3)));
         o->d[b] = d;
-        o->s[2 * b] = d * (float)_mm_cvtsi128_si32(s);
-        o->s[2 * b + 1] = d * (float)_mm_extract_epi32(s, 1);
+        o->s[2 * b] = d * (float)sm[0];
+        o->s[2 * b + 1] = d * (float)sm[1];
     }
 }
 

@@ -3,6 +3,7 @@
  * picks the SIMD kernels of panel_q_x86.c at run time. */
 #include "backend/cpu/panel_q.h"
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/quant32.h"
 #include <math.h>
 #include <string.h>
 
@@ -158,15 +159,8 @@ static void quant_ref(const float *x, int64_t K, uint8_t *row) {
     float *xd = AK_PQ_XD(row, K), *xsum = AK_PQ_XS(row, K);
     int32_t *x16 = AK_PQ_X16(row, K), *x32 = AK_PQ_X32(row, K);
     for (int64_t b = 0; b < K / 32; b++, x += 32) {
-        float amax = 0;
-        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[i]));
-        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        int s[2] = {0, 0};
-        for (int i = 0; i < 32; i++) {
-            int v = (int)nearbyintf(x[i] * id);
-            q[32 * b + i] = (int8_t)v;
-            s[i / 16] += v;
-        }
+        int s[2];
+        float d = ak_q32_ref(x, q + 32 * b, s);
         xd[b] = d;
         xsum[b] = d * (float)(s[0] + s[1]);
         x16[2 * b] = -s[0];

@@ -265,34 +265,18 @@ const ak_pq_kern F(ak_pq)[AK_DTYPE_COUNT] = {
 /* Quantize one activation row (panel_q.h); matches the scalar quantizer bit for bit:
  * x * (1/d) rounded to nearest even. */
 TGT void ak_pq_quant_avx2(const float *x, int64_t K, uint8_t *row) {
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     int8_t *xq = (int8_t *)row;
     float *xd = AK_PQ_XD(row, K), *xsum = AK_PQ_XS(row, K);
     int32_t *x16 = AK_PQ_X16(row, K), *x32 = AK_PQ_X32(row, K);
     for (int64_t b = 0; b < K / 32; b++, x += 32) {
-        __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
-        __m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
-        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
-                                 _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
-        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
-        float amax = _mm_cvtss_f32(h), d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        __m256 vid = _mm256_set1_ps(id);
-        __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, vid)), i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, vid));
-        __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, vid)), i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, vid));
-        __m256i t = _mm256_hadd_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
-        t = _mm256_hadd_epi32(t, t);
-        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
-        __m256i q = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
-        _mm256_storeu_si256((__m256i *)(xq + 32 * b), _mm256_permutevar8x32_epi32(q, perm));
-        int s0 = _mm_cvtsi128_si32(s), s1 = _mm_extract_epi32(s, 1);
+        int sm[2];
+        __m256i c[4];
+        float d = ak_q32_avx2(x, xq + 32 * b, sm, c);
         xd[b] = d;
-        xsum[b] = d * (float)(s0 + s1);
-        x16[2 * b] = -s0;
-        x16[2 * b + 1] = -s1;
-        x32[b] = -(s0 + s1);
+        xsum[b] = d * (float)(sm[0] + sm[1]);
+        x16[2 * b] = -sm[0];
+        x16[2 * b + 1] = -sm[1];
+        x32[b] = -(sm[0] + sm[1]);
     }
 }
 #endif

@@ -4,6 +4,7 @@
 #include <string.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include "backend/cpu/quant32.h"
 
 #define TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define SFX vnni512

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 #include "backend/cpu/dotq_simd.h"
+#include "backend/cpu/quant32.h"
 
 /* Layouts are packed (K is a multiple of 32, so every array stays 4-byte aligned
  * after a 4-aligned start); the kernels use unaligned loads. */
@@ -21,15 +22,8 @@ static void xq_layout(int64_t K, void *buf, ak_xq *o) {
 void ak_xq_quantize_ref(const float *x, int64_t K, void *buf, ak_xq *o) {
     xq_layout(K, buf, o);
     for (int64_t b = 0; b < K / 32; b++, x += 32) {
-        float amax = 0;
-        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[i]));
-        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        int s[2] = {0, 0};
-        for (int i = 0; i < 32; i++) {
-            int q = (int)nearbyintf(x[i] * id);
-            o->q[32 * b + i] = (int8_t)q;
-            s[i / 16] += q;
-        }
+        int s[2];
+        float d = ak_q32_ref(x, o->q + 32 * b, s);
         o->d[b] = d;
         o->s[2 * b] = d * (float)s[0];
         o->s[2 * b + 1] = d * (float)s[1];
