@@ -145,13 +145,7 @@ static void test_commands(void) {
             float *wf[3];
             for (int s = 0; s < nseg; s++) {
                 ak_dtype t = seg_types[si][s];
-                size_t rb = ak_dtype_row_bytes(t, K);
-                w[s] = malloc(rb * N[s]);
-                wf[s] = malloc((size_t)N[s] * K * 4);
-                if (t == AK_F16) {
-                    for (int64_t i = 0; i < N[s] * K; i++) ((uint16_t *)w[s])[i] = ak_f32_to_f16(ak_rand_f(&rng) * 0.05f);
-                } else rand_rows(t, K, N[s], w[s]);
-                ak_dtype_info[t].dequant(w[s], wf[s], N[s] * K);
+                rand_weights(t, K, N[s], &w[s], &wf[s]);
             }
             int cols = 0;
             for (int s = 0; s < nseg; s++) cols += N[s];
