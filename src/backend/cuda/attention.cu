@@ -4,6 +4,9 @@
  * Prefill: tiled flash attention (online softmax over key tiles in shared memory), on
  * tensor cores for an F16 cache and heads of 64 or 128 (k_attn_prefill_tc). */
 #include "backend/cuda/common.cuh"
+extern "C" {
+#include "model/arch.h"
+}
 
 __device__ __forceinline__ float attn_score(float s, const ak_p_attn &p) {
     s *= p.scale;
@@ -59,6 +62,63 @@ __device__ __forceinline__ void load_dpl(const void *cache, size_t i, float (&v)
 }
 #define AK_DEC_UNROLL 4
 
+/* The rope_kv folded into a one-row decode attention (fuse_decode), with k_rope_kv's
+ * arithmetic: the block ropes (and head-normalises) its own query heads from the QKV row
+ * into sq[0, G); the block whose keys end at this position (cur) also makes its KV
+ * head's key and value (sq[G], sq[G + 1]) and writes them to the cache, where its key
+ * loop reads them back. Blocks of other query-head passes do the same: they write the
+ * same values. */
+template <int DPL, bool F16>
+__device__ void rope_fold(const ak_cuda_args &a, const ak_p_attn &p, int kvh, int q0, int G, bool cur, float (*sq)[32 * DPL]) {
+    constexpr int HD = 32 * DPL;
+    const ak_p_rope_kv &r = a.rope;
+    const int pos = p.pos + p.n - 1, nq = p.n_heads * HD, nk = p.n_kv_heads * HD;
+    const int lane = threadIdx.x & 31, nh = G + (cur ? 2 : 0);
+    const float *row = (const float *)a.b[0] + (size_t)(p.n - 1) * p.ld_q, *bias = (const float *)a.rb[3];
+    const bool has_bias = r.flags & AK_ROPE_F_BIAS;
+    for (int h = threadIdx.x >> 5; h < nh; h += AK_DEC_WARPS) {   /* a warp per head */
+        const int o = h < G ? (q0 + h) * HD : h == G ? nq + kvh * HD : nq + nk + kvh * HD;
+        float ss = 0.f;
+        for (int k = lane; k < HD; k += 32) {
+            float v = has_bias ? row[o + k] + bias[o + k] : row[o + k];
+            sq[h][k] = v;
+            ss += v * v;
+        }
+        if ((r.flags & AK_ROPE_F_QKNORM) && h <= G) {
+            const float *w = (const float *)(h < G ? a.rb[0] : a.rb[1]);
+            const float rr = 1.0f / sqrtf(ak_warp_sum(ss) / (float)HD + r.eps);
+            for (int k = lane; k < HD; k += 32) sq[h][k] = sq[h][k] * rr * w[k];
+        }
+    }
+    __syncthreads();
+    if (r.n_rot) {
+        const float *inv_freq = (const float *)a.rb[2];
+        const int half = r.n_rot / 2, nr = G + (cur ? 1 : 0);   /* queries and the key */
+        for (int t = threadIdx.x; t < nr * half; t += blockDim.x) {
+            const int h = t / half, k = t % half;
+            float th = (float)pos * inv_freq[k];
+            float cs = cosf(th), sn = sinf(th);
+            int ia = r.style == AK_ROPE_NEOX ? k : 2 * k, ib = r.style == AK_ROPE_NEOX ? k + half : 2 * k + 1;
+            float x0 = sq[h][ia], x1 = sq[h][ib];
+            sq[h][ia] = x0 * cs - x1 * sn;
+            sq[h][ib] = x0 * sn + x1 * cs;
+        }
+        __syncthreads();
+    }
+    if (!cur) return;
+    const size_t idx = ((size_t)kvh * p.max_seq + (size_t)pos) * HD;
+    for (int k = threadIdx.x; k < HD; k += blockDim.x) {
+        if (F16) {
+            ((__half *)a.b[1])[idx + k] = __float2half_rn(sq[G][k]);
+            ((__half *)a.b[2])[idx + k] = __float2half_rn(sq[G + 1][k]);
+        } else {
+            ((float *)a.b[1])[idx + k] = sq[G][k];
+            ((float *)a.b[2])[idx + k] = sq[G + 1][k];
+        }
+    }
+    __syncthreads();
+}
+
 /* Decode, flash-decoding style. A block takes one KV head, up to 32 / DPL of the query
  * heads that share it (GQA: K and V are read once for all of them) and one chunk of
  * keys; its warps take alternate keys, a lane per DPL neighbouring dimensions of the
@@ -72,6 +132,7 @@ template <int DPL, bool F16>
 __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args a) {
     constexpr int MG = 32 / DPL;
     __shared__ float sh[AK_DEC_WARPS][MG][32 * DPL + 2];
+    __shared__ float sq[MG + 2][32 * DPL];
     __shared__ bool last;
     AK_KERNEL_ENTRY(ak_p_attn, p);
     const int hd = p.head_dim, group = p.n_heads / p.n_kv_heads, passes = (group + MG - 1) / MG;
@@ -85,6 +146,10 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const size_t base = (size_t)kvh * p.max_seq * hd;
     const float *qv = (const float *)a.b[0] + (size_t)(p.n - 1) * p.ld_q + (size_t)(kvh * group + g0) * hd;
+    if (a.rope.head_dim) {   /* this position's key lies in the last split */
+        rope_fold<DPL, F16>(a, p, kvh, kvh * group + g0, G, s == S - 1, sq);
+        qv = &sq[0][0];
+    }
     float q[MG][DPL], acc[MG][DPL], m[MG], l[MG];
 #pragma unroll
     for (int g = 0; g < MG; g++) {
@@ -110,22 +175,32 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
                 for (int e = 0; e < DPL; e++) kk[t][e] = vv[t][e] = 0.f;
             }
         }
+        /* the unrolled keys' scores first (their warp sums overlap), then one online
+         * softmax update per head: a chain of one rescale per AK_DEC_UNROLL keys */
 #pragma unroll
-        for (int t = 0; t < AK_DEC_UNROLL; t++) {
-            if (j0 + t * AK_DEC_WARPS >= k1) break;
+        for (int g = 0; g < MG; g++) {
+            if (g >= G) break;
+            float sc[AK_DEC_UNROLL], mn = m[g];
 #pragma unroll
-            for (int g = 0; g < MG; g++) {
-                if (g >= G) break;
+            for (int t = 0; t < AK_DEC_UNROLL; t++) {
                 float dot = 0.f;
 #pragma unroll
                 for (int e = 0; e < DPL; e++) dot += q[g][e] * kk[t][e];
-                float sc = attn_score(ak_warp_sum(dot), p);
-                float mn = fmaxf(m[g], sc), c = expf(m[g] - mn), pr = expf(sc - mn);
-                l[g] = l[g] * c + pr;
-#pragma unroll
-                for (int e = 0; e < DPL; e++) acc[g][e] = acc[g][e] * c + pr * vv[t][e];
-                m[g] = mn;
+                sc[t] = j0 + t * AK_DEC_WARPS < k1 ? attn_score(ak_warp_sum(dot), p) : -INFINITY;
+                mn = fmaxf(mn, sc[t]);
             }
+            const float c = expf(m[g] - mn);   /* key t = 0 is always in range: mn is finite */
+            l[g] *= c;
+#pragma unroll
+            for (int e = 0; e < DPL; e++) acc[g][e] *= c;
+#pragma unroll
+            for (int t = 0; t < AK_DEC_UNROLL; t++) {
+                const float pr = expf(sc[t] - mn);
+                l[g] += pr;
+#pragma unroll
+                for (int e = 0; e < DPL; e++) acc[g][e] += pr * vv[t][e];
+            }
+            m[g] = mn;
         }
     }
 #pragma unroll

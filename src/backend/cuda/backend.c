@@ -27,6 +27,7 @@ typedef struct {
     int n_packed, cap_packed;
     int stats;             /* AKUNU_CUDA_STATS: print host time per step */
     int profile;           /* AKUNU_CUDA_PROFILE: time every command (no graphs), print at exit */
+    const char *skip;      /* AKUNU_CUDA_SKIP: decode labels left out (a command's marginal cost; wrong output) */
     struct { char name[32]; double us; long calls; } prof[64];
     int n_prof;
 } cuda_backend;
@@ -155,10 +156,25 @@ static int launch(cuda_backend *cb, ak_cuda_cmd *c) {
     }
 }
 
+/* A command's label without its layer ("layer.3.qkv" -> "qkv"). */
+static const char *label_key(const char *name) {
+    if (!strncmp(name, "layer.", 6)) { const char *d = strchr(name + 6, '.'); if (d) name = d + 1; }
+    return name;
+}
+
+/* Whether label key k is in the comma-separated list. */
+static bool in_list(const char *list, const char *k) {
+    size_t n = strlen(k);
+    for (const char *p = list; (p = strstr(p, k)); p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return true;
+    return false;
+}
+
 /* One step of the table; rows = this step's n for the commands that take it. */
 static cudaError_t launch_all(cuda_backend *cb, cuda_table *t, int n) {
     for (int i = 0; i < t->n; i++) {
         ak_cuda_cmd *c = &t->cmds[i];
+        if (cb->skip && n == 1 && in_list(cb->skip, label_key(t->labels[i]))) continue;
         c->rows = (c->a.patch & AK_PATCH_N) ? n : param_n(c);
         int e = launch(cb, c);
         if (e) return (cudaError_t)e;
@@ -272,15 +288,52 @@ static void **sole_output(ak_cuda_cmd *c, int dim) {
     return c->kernel == AK_K_GEMV && m->nseg == 1 && m->N[0] == dim ? &c->a.b[4] : NULL;
 }
 
-/* Decode fusions around the RMSNorms: "x += W h; xn = norm(x) w; y = W' xn" becomes
+/* Whether the rope_kv command i can fold into the decode attention after it: one row,
+ * the same heads, row and caches, and nothing later reads the row (the folded rope
+ * leaves it unroped) before a GEMV rewrites it whole. */
+static bool rope_foldable(const cuda_table *t, const ak_table *tab, int i) {
+    const ak_cuda_cmd *c = &t->cmds[i], *n = &t->cmds[i + 1];
+    const ak_p_rope_kv *r = (const ak_p_rope_kv *)c->a.p;
+    const ak_p_attn *at = (const ak_p_attn *)n->a.p;
+    if (n->kernel != AK_K_ATTN_DECODE || r->n != 1 || at->n != 1 || n->a.b[0] != c->a.b[0] || at->ld_q != r->ld ||
+        n->a.b[1] != c->a.b[4] || n->a.b[2] != c->a.b[5] || at->kv_f16 != r->kv_f16 || at->max_seq != r->max_seq ||
+        at->head_dim != r->head_dim || at->n_heads != r->n_heads || at->n_kv_heads != r->n_kv_heads ||
+        r->n_rot % 2 || r->n_rot > r->head_dim)
+        return false;
+    const void *row = c->a.b[0];
+    for (int j = i + 2; j < t->n; j++) {
+        const ak_cuda_cmd *d = &t->cmds[j];
+        bool reads = false;
+        for (int s = 0; s < tab->cmds[j].nbind; s++) reads = reads || (d->a.b[s] == row && !(d->kernel == AK_K_GEMV && s == 4));
+        if (reads) return false;
+        if (d->kernel == AK_K_GEMV && d->a.b[4] == row) {
+            const ak_p_mm *m = (const ak_p_mm *)d->a.p;
+            return m->N[0] + m->N[1] + m->N[2] >= r->ld;
+        }
+    }
+    return true;
+}
+
+/* Decode fusions. Around the RMSNorms: "x += W h; xn = norm(x) w; y = W' xn" becomes
  * "x += W h" (the GEMV adds into the residual) and "y = W' norm(x) w" (the next GEMV
  * normalises its own input), and a lone "xn = norm(x) w" before a GEMV folds into it,
  * wherever the GEMVs run on the streaming kernel and nothing else reads xn. Gemma's
- * post-norms and LayerNorm keep their kernels. Removes two launches per layer. */
+ * post-norms and LayerNorm keep their kernels. And the rope_kv before the attention
+ * folds into it (rope_foldable). Removes three launches per layer: every boundary
+ * between dependent kernels costs a few microseconds even inside a graph. */
 static void fuse_decode(cuda_table *t, const ak_table *tab) {
     int k = 0;
     for (int i = 0; i < t->n; i++) {
         ak_cuda_cmd *c = &t->cmds[i];
+        if (c->kernel == AK_K_ROPE_KV && i + 1 < t->n && rope_foldable(t, tab, i)) {
+            ak_cuda_args *na = &t->cmds[i + 1].a;
+            memcpy(&na->rope, c->a.p, sizeof na->rope);
+            na->rb[0] = c->a.b[1];
+            na->rb[1] = c->a.b[2];
+            na->rb[2] = c->a.b[3];
+            na->rb[3] = c->a.b[6];
+            continue;
+        }
         bool add = c->kernel == AK_K_ADD_NORM;
         const ak_p_norm *np = (const ak_p_norm *)c->a.p;
         if ((add || c->kernel == AK_K_NORM) && np->flags == 0 && np->n == 1 && i + 1 < t->n) {
@@ -412,10 +465,8 @@ static cudaError_t profile_step(cuda_backend *cb, cuda_table *t, int n) {
         if (e == cudaSuccess) e = cudaEventSynchronize(ev[1]);
         float ms = 0;
         cudaEventElapsedTime(&ms, ev[0], ev[1]);
-        const char *name = t->labels[i];
-        if (!strncmp(name, "layer.", 6)) { const char *d = strchr(name + 6, '.'); if (d) name = d + 1; }
         char key[32];
-        snprintf(key, sizeof key, "%s%s", n > 1 ? "pf:" : "", name);
+        snprintf(key, sizeof key, "%s%s", n > 1 ? "pf:" : "", label_key(t->labels[i]));
         int k = 0;
         while (k < cb->n_prof && strcmp(cb->prof[k].name, key)) k++;
         if (k == cb->n_prof && k < 64) { snprintf(cb->prof[k].name, sizeof cb->prof[k].name, "%s", key); cb->n_prof++; }
@@ -518,6 +569,7 @@ ak_status ak_backend_cuda_create(ak_backend **out, ak_err *err) {
     cb->stats = s && *s && strcmp(s, "0") != 0;
     s = getenv("AKUNU_CUDA_PROFILE");
     cb->profile = s && *s && strcmp(s, "0") != 0;
+    cb->skip = getenv("AKUNU_CUDA_SKIP");
     ak_backend *b = &cb->base;
     b->name = "cuda";
     b->n_threads = 1;

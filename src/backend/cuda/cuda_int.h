@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cuda_runtime_api.h>
 #include "core/dtype.h"
+#include "core/kernels.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -41,6 +42,10 @@ typedef struct {
     int32_t pro, acc, act;
     float eps;
     const float *pro_w;
+    /* Decode: the rope_kv before an attention folded into it (see fuse_decode): its
+     * parameters and its qk-norm weights, inv_freq and bias; rope.head_dim 0: not folded. */
+    ak_p_rope_kv rope;
+    const void *rb[4];
 } ak_cuda_args;
 
 enum { AK_CUDA_PRO_NONE = 0, AK_CUDA_PRO_NORM, AK_CUDA_PRO_ACT };

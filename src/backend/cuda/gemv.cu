@@ -28,13 +28,18 @@ __device__ __forceinline__ int seg_dtype(const ak_p_mm &p, int g) { return g == 
  * into int8 codes in shared memory (per 32 values d = max|x|/127, as the CPU backend
  * does), optionally computing x on the way (PRO: the RMSNorm of the next block, or
  * act(g) * u for the down projection: the separate norm and activation kernels go
- * away). Each warp then streams its rows (every W-th) as one flat list of items
- * (row, 32 quant blocks: a lane per block) through a ring of AK_GQ_STAGES stages in
+ * away). A row is cut into S slices of JC items (an item: 32 quant blocks, a lane per
+ * block), so that a lane keeps the x codes of its slice in registers whatever K is
+ * (reading them from shared memory per item left the long rows at 1.2 TB/s). The warps
+ * of a block form row groups of S warps, one per slice; each warp streams its slice of
+ * every row of its group (rows g + t * groups) through a ring of AK_GQ_STAGES stages in
  * shared memory filled by cp.async, so that about 128 KB per multiprocessor are in
- * flight without holding registers; dp4a multiplies, a warp sum closes each row. The
- * first stages are requested before waiting for the previous kernel (weights depend on
- * nothing it writes). The result is stored, or added to y (the residual add). */
+ * flight without holding registers; dp4a multiplies, a warp sum closes each slice, and
+ * with S > 1 the slices meet in shared memory at the end. The first stages are
+ * requested before waiting for the previous kernel (weights depend on nothing it
+ * writes). The result is stored, or added to y (the residual add). */
 #define AK_GQ_THREADS 512   /* one block per multiprocessor: x is prepared once per SM */
+#define AK_GQ_WARPS (AK_GQ_THREADS / 32)
 #define AK_GQ_STAGES 4
 #define AK_GQ_MAX_K 32768
 
@@ -48,64 +53,110 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-/* Items per stage and bytes per item (32 blocks of quants, then their 32 scales). */
+/* Bytes per item (32 blocks of quants, then their 32 scales), the most items of a slice
+ * (registers: 8 words of x codes per item) and items per ring stage. */
 template <int DT> struct gq_shape {
     static constexpr int QB = DT == AK_Q4_0 ? 16 : 32;
-    static constexpr int U = DT == AK_Q4_0 ? 4 : 2;
     static constexpr int ITEM = 32 * QB + 64;
+    static constexpr int MAX_JC = DT == AK_Q4_0 ? 4 : 2;
+    static constexpr int U = DT == AK_Q4_0 ? 4 : 2;
     static constexpr int STAGE = U * ITEM;
 };
+/* How a launch cuts rows: S slices of JC items, groups of S warps per block. */
+struct gq_cut { int S, JC, groups, tmax; };
+template <int DT> static gq_cut gq_plan(int K, int total, int blocks) {
+    int J = (K / 32 + 31) / 32;
+    gq_cut c;
+    c.S = (J + gq_shape<DT>::MAX_JC - 1) / gq_shape<DT>::MAX_JC;
+    c.JC = (J + c.S - 1) / c.S;
+    c.groups = blocks * (AK_GQ_WARPS / c.S);
+    c.tmax = c.S > 1 ? (total + c.groups - 1) / c.groups : 0;   /* slice sums kept per warp */
+    return c;
+}
 static __host__ __device__ size_t gq_x_bytes(int K) { return ((size_t)K + (size_t)(K / 32) * 8 + 15) & ~(size_t)15; }
-template <int DT> static size_t gq_smem(int K) {
-    return gq_x_bytes(K) + (size_t)(AK_GQ_THREADS / 32) * AK_GQ_STAGES * gq_shape<DT>::STAGE;
+template <int DT> static size_t gq_smem(int K, int tmax) {
+    return gq_x_bytes(K) + (size_t)AK_GQ_WARPS * AK_GQ_STAGES * gq_shape<DT>::STAGE + (size_t)AK_GQ_WARPS * tmax * 4;
+}
+#define AK_GQ_SMEM_MAX (225 * 1024)   /* the opt-in limit is 227 KB, static shared memory included */
+
+/* 32 floats at p (16-byte aligned) in eight vector loads. */
+__device__ __forceinline__ void gq_load32(const float *p, float (&v)[32]) {
+    const float4 *p4 = (const float4 *)p;
+#pragma unroll
+    for (int c = 0; c < 8; c++) {
+        float4 t = p4[c];
+        v[4 * c] = t.x; v[4 * c + 1] = t.y; v[4 * c + 2] = t.z; v[4 * c + 3] = t.w;
+    }
+}
+/* Block b of x as int8 codes (d = max|x| / 127), their scale and sum, into shared memory. */
+__device__ __forceinline__ void gq_quant32(const float (&v)[32], int b, int8_t *xq, float *xd, int *xs) {
+    float amax = 0.f;
+#pragma unroll
+    for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(v[i]));
+    float id = amax > 0.f ? 127.f / amax : 0.f;
+    int sum = 0, packed[8];
+#pragma unroll
+    for (int c = 0; c < 8; c++) {
+        int q0 = __float2int_rn(v[4 * c] * id), q1 = __float2int_rn(v[4 * c + 1] * id);
+        int q2 = __float2int_rn(v[4 * c + 2] * id), q3 = __float2int_rn(v[4 * c + 3] * id);
+        sum += q0 + q1 + q2 + q3;
+        packed[c] = (q0 & 0xFF) | (q1 & 0xFF) << 8 | (q2 & 0xFF) << 16 | (int)((uint32_t)(q3 & 0xFF) << 24);
+    }
+    int4 *dst = (int4 *)(xq + 32 * b);
+    dst[0] = make_int4(packed[0], packed[1], packed[2], packed[3]);
+    dst[1] = make_int4(packed[4], packed[5], packed[6], packed[7]);
+    xd[b] = amax / 127.f;
+    xs[b] = sum;
 }
 
 template <int DT, int PRO, int JC>
-__global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg_range sr) {
-    using S = gq_shape<DT>;
-    /* JC > 0 (Q4_0, rows of JC items, K up to 4096): a lane's x codes stay in registers
-     * across rows and a stage holds whole rows */
-    constexpr int U = JC > 0 ? (S::U / JC > 0 ? S::U / JC : 1) * JC : S::U;
+__global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg_range sr, int S, int tmax) {
+    using Sh = gq_shape<DT>;
+    /* items per stage: whole slices */
+    constexpr int U = (Sh::U / JC > 0 ? Sh::U / JC : 1) * JC;
     extern __shared__ __align__(16) uint8_t smem[];
     ak_p_mm p;
     memcpy(&p, a.p, sizeof p);
-    const int K = p.K, nb = K / 32, J = (nb + 31) / 32;
-    const size_t rb = (size_t)nb * (S::QB + 2);
-    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    /* warp gw takes rows c0 + gw + t * W: at any moment the grid reads one band of
+    const int K = p.K, nb = K / 32;
+    const size_t rb = (size_t)nb * (Sh::QB + 2);
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, RG = AK_GQ_WARPS / S;
+    const int rg = wid / S, s = wid % S;
+    /* group g takes rows c0 + g + t * groups: at any moment the grid reads one band of
      * neighbouring rows (as a plain copy would), not thousands of scattered streams */
-    const int c0 = seg_start(p, sr.g0), c1 = seg_start(p, sr.g1), W = gridDim.x * nw;
-    const int r0 = c0 + blockIdx.x * nw + wid;
-    const int items = (r0 < c1 ? (c1 - r0 + W - 1) / W : 0) * J;
-    uint8_t *ring = smem + gq_x_bytes(K) + (size_t)wid * AK_GQ_STAGES * S::STAGE;
-    /* issue cursor: row, item within it, this lane's next quant and scale addresses */
+    const int c0 = seg_start(p, sr.g0), c1 = seg_start(p, sr.g1), groups = gridDim.x * RG;
+    const int r0 = c0 + blockIdx.x * RG + rg;
+    const int nrow = rg < RG && r0 < c1 ? (c1 - r0 + groups - 1) / groups : 0;
+    const int items = nrow * JC, j0 = s * JC;   /* this warp's first item of a row */
+    uint8_t *ring = smem + gq_x_bytes(K) + (size_t)wid * AK_GQ_STAGES * Sh::STAGE;
+    float *part = (float *)(smem + gq_x_bytes(K) + (size_t)AK_GQ_WARPS * AK_GQ_STAGES * Sh::STAGE);
+    /* issue cursor: row, item within the slice, this lane's next quant and scale addresses */
     int frow = r0, fj = 0, fleft = items;
     const uint8_t *qp = NULL, *sp = NULL;
     auto seek = [&]() {
         int g = seg_of(p, frow);
         const uint8_t *row = seg_w(a, g) + (size_t)(frow - seg_start(p, g)) * rb;
-        qp = row + lane * S::QB;
-        sp = row + (size_t)nb * S::QB + 4 * lane;
+        qp = row + (size_t)(32 * j0 + lane) * Sh::QB;
+        sp = row + (size_t)nb * Sh::QB + 64 * j0 + 4 * lane;
     };
     if (fleft) seek();
     /* requests the next U items into ring slot `slot`; always one commit group */
     auto issue = [&](int slot) {
-        uint8_t *dst = ring + slot * S::STAGE;
+        uint8_t *dst = ring + slot * Sh::STAGE;
 #pragma unroll
-        for (int u = 0; u < U; u++, dst += S::ITEM) {
+        for (int u = 0; u < U; u++, dst += Sh::ITEM) {
             if (fleft == 0) break;
-            int tail = nb - 32 * fj;   /* blocks left in the row */
+            int tail = nb - 32 * (j0 + fj);   /* blocks left in the row (<= 0 past its end) */
             if (lane < tail) {
 #pragma unroll
-                for (int k = 0; k < S::QB / 16; k++) cp_async16(dst + lane * S::QB + 16 * k, qp + 16 * k);
+                for (int k = 0; k < Sh::QB / 16; k++) cp_async16(dst + lane * Sh::QB + 16 * k, qp + 16 * k);
             }
-            if (lane < 16 && 2 * lane < tail) cp_async4(dst + 32 * S::QB + 4 * lane, sp);
-            qp += 32 * S::QB;
+            if (lane < 16 && 2 * lane < tail) cp_async4(dst + 32 * Sh::QB + 4 * lane, sp);
+            qp += 32 * Sh::QB;
             sp += 64;
             fleft--;
-            if (++fj == J) {
+            if (++fj == JC) {
                 fj = 0;
-                frow += W;
+                frow += groups;
                 if (fleft) seek();
             }
         }
@@ -119,177 +170,141 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
     if (st_.stopped) return;
     p = ak_params<ak_p_mm>(a, st_);
 
-    /* x to int8 codes: a thread per 32 values, all its loads in flight at once */
+    /* x to int8 codes: a thread per 32 values, all its loads in flight at once (a warp
+     * per 32 values waited on L2 once per block: 20% slower on 8B) */
     int8_t *xq = (int8_t *)smem;
     float *xd = (float *)(smem + K);
     int *xs = (int *)(xd + nb);
     const float *x = (const float *)a.b[3] + (p.last_only ? (size_t)(p.n - 1) * p.ld_x : 0);
-    float r = 1.f;
-    if (PRO == AK_CUDA_PRO_NORM) {
+    if (PRO == AK_CUDA_PRO_NORM && nb <= (int)blockDim.x) {
+        /* a block per thread: x is read once, and the sum of squares and the codes come
+         * from the same registers (one dependent read less before the products) */
         __shared__ float red[32];
-        float ss = 0;
-#pragma unroll 4
-        for (int k = threadIdx.x; k < K / 4; k += blockDim.x) {
-            float4 v = ((const float4 *)x)[k];
-            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        const int b = threadIdx.x;
+        float v[32], w[32], ss = 0.f;
+        if (b < nb) {
+            gq_load32(x + 32 * b, v);
+            gq_load32(a.pro_w + 32 * b, w);
+#pragma unroll
+            for (int i = 0; i < 32; i++) ss += v[i] * v[i];
         }
         ss = ak_block_sum(ss, red);
-        r = 1.0f / sqrtf(ss / (float)K + a.eps);
-    }
-    for (int b = threadIdx.x; b < nb; b += blockDim.x) {
-        float v[32];
-        const float4 *x4 = (const float4 *)(x + 32 * b);
+        const float r = 1.0f / sqrtf(ss / (float)K + a.eps);
+        if (b < nb) {
 #pragma unroll
-        for (int c = 0; c < 8; c++) {
-            float4 t = x4[c];
-            v[4 * c] = t.x; v[4 * c + 1] = t.y; v[4 * c + 2] = t.z; v[4 * c + 3] = t.w;
+            for (int i = 0; i < 32; i++) v[i] = v[i] * r * w[i];
+            gq_quant32(v, b, xq, xd, xs);
         }
-        if (PRO == AK_CUDA_PRO_ACT) {
-            const float4 *u4 = (const float4 *)(x + K + 32 * b);
-#pragma unroll
-            for (int c = 0; c < 8; c++) {
-                float4 t = u4[c];
-                v[4 * c] = ak_dev_act(a.act, v[4 * c]) * t.x;
-                v[4 * c + 1] = ak_dev_act(a.act, v[4 * c + 1]) * t.y;
-                v[4 * c + 2] = ak_dev_act(a.act, v[4 * c + 2]) * t.z;
-                v[4 * c + 3] = ak_dev_act(a.act, v[4 * c + 3]) * t.w;
+    } else {
+        float r = 1.f;
+        if (PRO == AK_CUDA_PRO_NORM) {
+            __shared__ float red[32];
+            float ss = 0;
+#pragma unroll 4
+            for (int k = threadIdx.x; k < K / 4; k += blockDim.x) {
+                float4 v = ((const float4 *)x)[k];
+                ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
             }
-        } else if (PRO == AK_CUDA_PRO_NORM) {
-            const float4 *w4 = (const float4 *)(a.pro_w + 32 * b);
+            ss = ak_block_sum(ss, red);
+            r = 1.0f / sqrtf(ss / (float)K + a.eps);
+        }
+        for (int b = threadIdx.x; b < nb; b += blockDim.x) {
+            float v[32], w[32];
+            gq_load32(x + 32 * b, v);
+            if (PRO == AK_CUDA_PRO_ACT) {
+                gq_load32(x + K + 32 * b, w);
 #pragma unroll
-            for (int c = 0; c < 8; c++) {
-                float4 t = w4[c];
-                v[4 * c] = v[4 * c] * r * t.x;
-                v[4 * c + 1] = v[4 * c + 1] * r * t.y;
-                v[4 * c + 2] = v[4 * c + 2] * r * t.z;
-                v[4 * c + 3] = v[4 * c + 3] * r * t.w;
+                for (int i = 0; i < 32; i++) v[i] = ak_dev_act(a.act, v[i]) * w[i];
+            } else if (PRO == AK_CUDA_PRO_NORM) {
+                gq_load32(a.pro_w + 32 * b, w);
+#pragma unroll
+                for (int i = 0; i < 32; i++) v[i] = v[i] * r * w[i];
             }
+            gq_quant32(v, b, xq, xd, xs);
         }
-        float amax = 0.f;
-#pragma unroll
-        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(v[i]));
-        float id = amax > 0.f ? 127.f / amax : 0.f;
-        int sum = 0, packed[8];
-#pragma unroll
-        for (int c = 0; c < 8; c++) {
-            int q0 = __float2int_rn(v[4 * c] * id), q1 = __float2int_rn(v[4 * c + 1] * id);
-            int q2 = __float2int_rn(v[4 * c + 2] * id), q3 = __float2int_rn(v[4 * c + 3] * id);
-            sum += q0 + q1 + q2 + q3;
-            packed[c] = (q0 & 0xFF) | (q1 & 0xFF) << 8 | (q2 & 0xFF) << 16 | (int)((uint32_t)(q3 & 0xFF) << 24);
-        }
-        int4 *dst = (int4 *)(xq + 32 * b);
-        dst[0] = make_int4(packed[0], packed[1], packed[2], packed[3]);
-        dst[1] = make_int4(packed[4], packed[5], packed[6], packed[7]);
-        xd[b] = amax / 127.f;
-        xs[b] = sum;
     }
     __syncthreads();
 
+    /* this lane's x codes of the slice; blocks past the row end weigh 0 */
+    int xr[JC][8], xo[JC];
+    float xdr[JC];
+    bool xin[JC];
+#pragma unroll
+    for (int j = 0; j < JC; j++) {
+        int b = 32 * (j0 + j) + lane;
+        bool in = b < nb;
+        b = in ? b : nb - 1;
+        const int4 *xv = (const int4 *)(xq + 32 * b);
+        int4 x0 = xv[0], x1 = xv[1];
+        xr[j][0] = x0.x; xr[j][1] = x0.y; xr[j][2] = x0.z; xr[j][3] = x0.w;
+        xr[j][4] = x1.x; xr[j][5] = x1.y; xr[j][6] = x1.z; xr[j][7] = x1.w;
+        xo[j] = DT == AK_Q4_0 ? -8 * xs[b] : 0;
+        xdr[j] = xd[b];
+        xin[j] = in;
+    }
     float *y = (float *)a.b[4];
     const float *bias = p.has_bias ? (const float *)a.b[5] : NULL;
-    if constexpr (JC > 0) {
-        int xr[JC][8], xsr[JC];
-        float xdr[JC];
+    int crow = r0, t = 0;
+    for (int i0 = 0, slot = 0; i0 < items; i0 += U, slot = slot + 1 == AK_GQ_STAGES ? 0 : slot + 1) {
+        issue(slot == 0 ? AK_GQ_STAGES - 1 : slot - 1);   /* the slot computed last round */
+        cp_async_wait<AK_GQ_STAGES - 1>();
+        __syncwarp();
+        const uint8_t *src = ring + slot * Sh::STAGE;
 #pragma unroll
-        for (int j = 0; j < JC; j++) {
-            int b = min(32 * j + lane, nb - 1);
-            const int4 *xv = (const int4 *)(xq + 32 * b);
-            int4 x0 = xv[0], x1 = xv[1];
-            xr[j][0] = x0.x; xr[j][1] = x0.y; xr[j][2] = x0.z; xr[j][3] = x0.w;
-            xr[j][4] = x1.x; xr[j][5] = x1.y; xr[j][6] = x1.z; xr[j][7] = x1.w;
-            xsr[j] = -8 * xs[b];
-            xdr[j] = xd[b];
-        }
-        int crow = r0;
-        for (int i0 = 0, slot = 0; i0 < items; i0 += U, slot = slot + 1 == AK_GQ_STAGES ? 0 : slot + 1) {
-            issue(slot == 0 ? AK_GQ_STAGES - 1 : slot - 1);
-            cp_async_wait<AK_GQ_STAGES - 1>();
-            __syncwarp();
-            const uint8_t *src = ring + slot * S::STAGE;
+        for (int rr = 0; rr < U / JC; rr++) {
+            if (i0 + rr * JC >= items) break;
+            float racc = 0.f;
 #pragma unroll
-            for (int rr = 0; rr < U / JC; rr++) {
-                if (i0 + rr * JC >= items) break;
-                float racc = 0.f;
-#pragma unroll
-                for (int j = 0; j < JC; j++) {
-                    const uint8_t *it = src + (rr * JC + j) * S::ITEM;
-                    uint4 q = *(const uint4 *)(it + lane * S::QB);
+            for (int j = 0; j < JC; j++) {
+                const uint8_t *it = src + (rr * JC + j) * Sh::ITEM;
+                int acc = xo[j], acc2 = 0;   /* two chains of dp4a */
+                if (DT == AK_Q4_0) {
+                    uint4 q = *(const uint4 *)(it + lane * Sh::QB);
                     const uint32_t qw[4] = {q.x, q.y, q.z, q.w};
-                    int acc = xsr[j], acc2 = 0;
 #pragma unroll
                     for (int wi = 0; wi < 4; wi++) {
                         acc = __dp4a((int)(qw[wi] & 0x0F0F0F0Fu), xr[j][wi], acc);
                         acc2 = __dp4a((int)((qw[wi] >> 4) & 0x0F0F0F0Fu), xr[j][4 + wi], acc2);
                     }
-                    float v = __half2float(((const __half *)(it + 32 * S::QB))[lane]) * xdr[j] * (float)(acc + acc2);
-                    racc += 32 * j + lane < nb ? v : 0.f;
-                }
-                float v = ak_warp_sum(racc);
-                if (lane == 0) {
-                    if (bias && crow < p.N[0]) v += bias[crow];
-                    y[crow] = a.acc ? y[crow] + v : v;
-                }
-                crow += W;
-            }
-            __syncwarp();
-        }
-        cp_async_wait<0>();
-        return;
-    }
-    int crow = r0, cj = 0;   /* compute cursor */
-    float racc = 0.f;
-    for (int i0 = 0, slot = 0; i0 < items; i0 += U, slot = slot + 1 == AK_GQ_STAGES ? 0 : slot + 1) {
-        issue(slot == 0 ? AK_GQ_STAGES - 1 : slot - 1);   /* the slot computed last round */
-        cp_async_wait<AK_GQ_STAGES - 1>();
-        __syncwarp();
-        const uint8_t *src = ring + slot * S::STAGE;
-#pragma unroll
-        for (int u = 0; u < U; u++, src += S::ITEM) {
-            if (i0 + u >= items) break;
-            int b = 32 * cj + lane;
-            if (b < nb) {
-                const int4 *xv = (const int4 *)(xq + 32 * b);
-                int4 x0 = xv[0], x1 = xv[1];
-                const int xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-                const uint4 *qp = (const uint4 *)(src + lane * S::QB);
-                int acc, acc2 = 0;   /* two chains of dp4a */
-                if (DT == AK_Q4_0) {
-                    uint4 q = qp[0];
-                    const uint32_t qw[4] = {q.x, q.y, q.z, q.w};
-                    acc = -8 * xs[b];
-#pragma unroll
-                    for (int wi = 0; wi < 4; wi++) {
-                        acc = __dp4a((int)(qw[wi] & 0x0F0F0F0Fu), xw[wi], acc);
-                        acc2 = __dp4a((int)((qw[wi] >> 4) & 0x0F0F0F0Fu), xw[4 + wi], acc2);
-                    }
                 } else {
-                    uint4 q0 = qp[0], q1 = qp[1];
+                    const uint4 *qv = (const uint4 *)(it + lane * Sh::QB);
+                    uint4 q0 = qv[0], q1 = qv[1];
                     const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-                    acc = 0;
 #pragma unroll
                     for (int wi = 0; wi < 8; wi += 2) {
-                        acc = __dp4a((int)qw[wi], xw[wi], acc);
-                        acc2 = __dp4a((int)qw[wi + 1], xw[wi + 1], acc2);
+                        acc = __dp4a((int)qw[wi], xr[j][wi], acc);
+                        acc2 = __dp4a((int)qw[wi + 1], xr[j][wi + 1], acc2);
                     }
                 }
-                acc += acc2;
-                float d = __half2float(((const __half *)(src + 32 * S::QB))[lane]);
-                racc += d * xd[b] * (float)acc;
+                float v = __half2float(((const __half *)(it + 32 * Sh::QB))[lane]) * xdr[j] * (float)(acc + acc2);
+                racc += xin[j] ? v : 0.f;   /* past the row end the ring holds stale bytes */
             }
-            if (++cj == J) {
-                float v = ak_warp_sum(racc);
+            float v = ak_warp_sum(racc);
+            if (S == 1) {
                 if (lane == 0) {
                     if (bias && crow < p.N[0]) v += bias[crow];
                     y[crow] = a.acc ? y[crow] + v : v;
                 }
-                racc = 0.f;
-                cj = 0;
-                crow += W;
+            } else if (lane == 0) {
+                part[wid * tmax + t] = v;
             }
+            crow += groups;
+            t++;
         }
         __syncwarp();
     }
     cp_async_wait<0>();
+    if (S == 1) return;
+    /* the slices of each row meet: thread i closes row t = i / RG of group i % RG */
+    __syncthreads();
+    for (int i = threadIdx.x; i < RG * tmax; i += blockDim.x) {
+        int g = i % RG, tt = i / RG, row = c0 + blockIdx.x * RG + g + tt * groups;
+        if (row >= c1) continue;
+        float v = 0.f;
+        for (int u = 0; u < S; u++) v += part[(g * S + u) * tmax + tt];
+        if (bias && row < p.N[0]) v += bias[row];
+        y[row] = a.acc ? y[row] + v : v;
+    }
 }
 
 /* Generic: one warp per output row, M <= AK_CUDA_GEMV_BATCH x rows. */
@@ -342,30 +357,45 @@ __global__ void __launch_bounds__(AK_GEMV_THREADS) k_gemv_generic(ak_cuda_args a
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 int ak_cuda_n_sm = 132;
 
+static int gq_blocks(int total) {
+    int blocks = ak_cdiv(total, AK_GQ_WARPS);   /* 16 warps per multiprocessor, fewer blocks for small matrices */
+    return blocks < ak_cuda_n_sm ? blocks : ak_cuda_n_sm;
+}
+template <int DT> static bool gq_fits(int K, int total) {
+    return gq_smem<DT>(K, gq_plan<DT>(K, total, gq_blocks(total)).tmax) <= AK_GQ_SMEM_MAX;
+}
+
 /* Whether the streaming kernel takes segments [g0, g1) of a one-row product. */
 static bool fast_ok(const ak_cuda_args &a, const ak_p_mm *p, int g0, int g1) {
     int dt = p->dtype[g0];
     bool ok = (dt == AK_Q4_0 || dt == AK_Q8_0) && p->K % 256 == 0 && p->K <= AK_GQ_MAX_K && aligned16(a.b[3]) &&
               (!p->last_only || p->ld_x % 4 == 0) && (!a.pro_w || aligned16(a.pro_w));
-    for (int g = g0; g < g1; g++) ok = ok && p->dtype[g] == dt && aligned16(a.b[g]);
-    return ok;
+    int total = 0;
+    for (int g = g0; g < g1; g++) {
+        ok = ok && p->dtype[g] == dt && aligned16(a.b[g]);
+        total += p->N[g];
+    }
+    return ok && (dt == AK_Q8_0 ? gq_fits<AK_Q8_0>(p->K, total) : gq_fits<AK_Q4_0>(p->K, total));
+}
+
+template <int DT, int PRO>
+static cudaError_t launch_q(const ak_cuda_args &a, int total, seg_range sr, int K, cudaStream_t st) {
+    int blocks = gq_blocks(total);
+    gq_cut c = gq_plan<DT>(K, total, blocks);
+    dim3 g(blocks), b(AK_GQ_THREADS);
+    size_t sm = gq_smem<DT>(K, c.tmax);
+    switch (c.JC) {
+    case 1: return ak_launch(k_gemv_q<DT, PRO, 1>, g, b, sm, st, a, sr, c.S, c.tmax);
+    case 2: return ak_launch(k_gemv_q<DT, PRO, 2>, g, b, sm, st, a, sr, c.S, c.tmax);
+    case 3: return ak_launch(k_gemv_q<DT, PRO, DT == AK_Q4_0 ? 3 : 1>, g, b, sm, st, a, sr, c.S, c.tmax);
+    default: return ak_launch(k_gemv_q<DT, PRO, DT == AK_Q4_0 ? 4 : 1>, g, b, sm, st, a, sr, c.S, c.tmax);
+    }
 }
 
 template <int PRO>
 static cudaError_t launch_q(const ak_cuda_args &a, int dt, int total, seg_range sr, int K, cudaStream_t st) {
-    /* a block of 16 warps per multiprocessor (fewer for small matrices) */
-    int blocks = ak_cdiv(total, AK_GQ_THREADS / 32);
-    if (blocks > ak_cuda_n_sm) blocks = ak_cuda_n_sm;
-    dim3 g(blocks), b(AK_GQ_THREADS);
-    if (dt == AK_Q8_0) return ak_launch(k_gemv_q<AK_Q8_0, PRO, 0>, g, b, gq_smem<AK_Q8_0>(K), st, a, sr);
-    size_t sm = gq_smem<AK_Q4_0>(K);
-    switch ((K / 32 + 31) / 32) {
-    case 1: return ak_launch(k_gemv_q<AK_Q4_0, PRO, 1>, g, b, sm, st, a, sr);
-    case 2: return ak_launch(k_gemv_q<AK_Q4_0, PRO, 2>, g, b, sm, st, a, sr);
-    case 3: return ak_launch(k_gemv_q<AK_Q4_0, PRO, 3>, g, b, sm, st, a, sr);
-    case 4: return ak_launch(k_gemv_q<AK_Q4_0, PRO, 4>, g, b, sm, st, a, sr);
-    default: return ak_launch(k_gemv_q<AK_Q4_0, PRO, 0>, g, b, sm, st, a, sr);
-    }
+    if (dt == AK_Q8_0) return launch_q<AK_Q8_0, PRO>(a, total, sr, K, st);
+    return launch_q<AK_Q4_0, PRO>(a, total, sr, K, st);
 }
 
 /* Launches segments [g0, g1) (one dtype) through the streaming or the generic kernel. */
@@ -410,15 +440,14 @@ static ak_cuda_args act_down_args(const ak_cuda_args &c) {
 
 /* The streaming kernels' shared memory beyond 48 KB; once per process. */
 template <int DT, int JC> static cudaError_t gq_init() {
-    int m = (int)gq_smem<DT>(AK_GQ_MAX_K);
-    cudaError_t e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NONE, JC>, cudaFuncAttributeMaxDynamicSharedMemorySize, m);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NORM, JC>, cudaFuncAttributeMaxDynamicSharedMemorySize, m);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_ACT, JC>, cudaFuncAttributeMaxDynamicSharedMemorySize, m);
+    cudaError_t e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NONE, JC>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NORM, JC>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_ACT, JC>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
     return e;
 }
 extern "C" int ak_cuda_init_gemv(void) {
-    cudaError_t e = gq_init<AK_Q8_0, 0>();
-    if (e == cudaSuccess) e = gq_init<AK_Q4_0, 0>();
+    cudaError_t e = gq_init<AK_Q8_0, 1>();
+    if (e == cudaSuccess) e = gq_init<AK_Q8_0, 2>();
     if (e == cudaSuccess) e = gq_init<AK_Q4_0, 1>();
     if (e == cudaSuccess) e = gq_init<AK_Q4_0, 2>();
     if (e == cudaSuccess) e = gq_init<AK_Q4_0, 3>();

@@ -211,6 +211,12 @@ static void test_matmul(void) {
             ak_dtype d1[3] = {t, t, t};
             one_mm(d1, 1, 1024, N1, 1, 0, 0, 2);
             one_mm(d1, 1, 1024, N1, 24, 0, 0, 2);
+            /* long rows: the streaming kernel cuts them into slices that meet in shared
+             * memory (K = 11008 and 5120 leave a short last slice and a partial item) */
+            int Nl[3] = {300, 0, 0};
+            one_mm(d1, 1, 11008, Nl, 1, 0, 1, 0);
+            one_mm(d1, 1, 14336, Nl, 1, 0, 0, 0);
+            one_mm(d1, 3, 5120, N3, 1, 0, 1, 0);
         }
     }
     ak_dtype mixed[3] = {AK_Q4_0, AK_Q6_K, AK_Q8_0};
@@ -229,7 +235,7 @@ static void test_act_down(void) {
         for (int act = 0; act < 3; act++) {
             ak_dtype t = all_types[ti];
             int blk = ak_dtype_info[t].block < 32 ? 32 : ak_dtype_info[t].block;
-            int K = t == AK_Q4_0 || t == AK_Q8_0 ? 1024 : 2 * blk, N = 45;
+            int K = t == AK_Q4_0 || t == AK_Q8_0 ? (act == 1 ? 11008 : 1024) : 2 * blk, N = 45;
             world w;
     memset(&w, 0, sizeof w);
             w_set(&w, AK_BUF_WEIGHTS, ak_dtype_row_bytes(t, K) * N + 256);
