@@ -79,34 +79,81 @@ template <int DT> static size_t gq_smem(int K, int tmax) {
 }
 #define AK_GQ_SMEM_MAX (225 * 1024)   /* the opt-in limit is 227 KB, static shared memory included */
 
-/* 32 floats at p (16-byte aligned) in eight vector loads. */
-__device__ __forceinline__ void gq_load32(const float *p, float (&v)[32]) {
-    const float4 *p4 = (const float4 *)p;
-#pragma unroll
-    for (int c = 0; c < 8; c++) {
-        float4 t = p4[c];
-        v[4 * c] = t.x; v[4 * c + 1] = t.y; v[4 * c + 2] = t.z; v[4 * c + 3] = t.w;
+/* x as int8 codes in shared memory: per 32 values d = max|x| / 127, the codes and their
+ * sum, with TPB threads per 32 values (all loads of a thread in flight at once), x made
+ * on the way (PRO: RMSNorm with pro_w, or act(g) * u with u at x + K). */
+template <int TPB, int PRO>
+__device__ __forceinline__ void gq_prep(const ak_cuda_args &a, const float *x, int K, int nb, int8_t *xq, float *xd,
+                                        int *xs) {
+    constexpr int V = 32 / TPB;
+    const int per = AK_GQ_THREADS / TPB, sub = threadIdx.x % TPB;
+    /* RMSNorm: with one pass (every block has its threads) the sum of squares comes from
+     * the registers the codes are made from; else from a pass of its own first */
+    const bool one = nb <= per;
+    __shared__ float red[32];
+    float r = 1.f;
+    if (PRO == AK_CUDA_PRO_NORM && !one) {
+        float ss = 0;
+#pragma unroll 4
+        for (int k = threadIdx.x; k < K / 4; k += AK_GQ_THREADS) {
+            float4 v = ((const float4 *)x)[k];
+            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        }
+        r = 1.0f / sqrtf(ak_block_sum(ss, red) / (float)K + a.eps);
     }
-}
-/* Block b of x as int8 codes (d = max|x| / 127), their scale and sum, into shared memory. */
-__device__ __forceinline__ void gq_quant32(const float (&v)[32], int b, int8_t *xq, float *xd, int *xs) {
-    float amax = 0.f;
+    for (int b0 = 0; b0 < nb; b0 += per) {
+        const int b = b0 + (int)threadIdx.x / TPB, k0 = 32 * b + V * sub;
+        const bool in = b < nb;
+        float v[V], w[V];
 #pragma unroll
-    for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(v[i]));
-    float id = amax > 0.f ? 127.f / amax : 0.f;
-    int sum = 0, packed[8];
+        for (int i = 0; i < V; i++) v[i] = w[i] = 0.f;
+        if (in) {
 #pragma unroll
-    for (int c = 0; c < 8; c++) {
-        int q0 = __float2int_rn(v[4 * c] * id), q1 = __float2int_rn(v[4 * c + 1] * id);
-        int q2 = __float2int_rn(v[4 * c + 2] * id), q3 = __float2int_rn(v[4 * c + 3] * id);
-        sum += q0 + q1 + q2 + q3;
-        packed[c] = (q0 & 0xFF) | (q1 & 0xFF) << 8 | (q2 & 0xFF) << 16 | (int)((uint32_t)(q3 & 0xFF) << 24);
+            for (int c = 0; c < V / 4; c++) {
+                float4 t = ((const float4 *)(x + k0))[c];
+                v[4 * c] = t.x; v[4 * c + 1] = t.y; v[4 * c + 2] = t.z; v[4 * c + 3] = t.w;
+                if (PRO != AK_CUDA_PRO_NONE) {
+                    t = ((const float4 *)(PRO == AK_CUDA_PRO_ACT ? x + K + k0 : a.pro_w + k0))[c];
+                    w[4 * c] = t.x; w[4 * c + 1] = t.y; w[4 * c + 2] = t.z; w[4 * c + 3] = t.w;
+                }
+            }
+        }
+        if (PRO == AK_CUDA_PRO_NORM && one) {
+            float ss = 0.f;
+#pragma unroll
+            for (int i = 0; i < V; i++) ss += v[i] * v[i];
+            r = 1.0f / sqrtf(ak_block_sum(ss, red) / (float)K + a.eps);
+        }
+#pragma unroll
+        for (int i = 0; i < V; i++) {
+            if (PRO == AK_CUDA_PRO_ACT) v[i] = in ? ak_dev_act(a.act, v[i]) * w[i] : 0.f;
+            else if (PRO == AK_CUDA_PRO_NORM) v[i] = v[i] * r * w[i];
+        }
+        float amax = 0.f;
+#pragma unroll
+        for (int i = 0; i < V; i++) amax = fmaxf(amax, fabsf(v[i]));
+#pragma unroll
+        for (int o = 1; o < TPB; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        const float id = amax > 0.f ? 127.f / amax : 0.f;
+        int sum = 0, packed[V / 4];
+#pragma unroll
+        for (int c = 0; c < V / 4; c++) {
+            int q0 = __float2int_rn(v[4 * c] * id), q1 = __float2int_rn(v[4 * c + 1] * id);
+            int q2 = __float2int_rn(v[4 * c + 2] * id), q3 = __float2int_rn(v[4 * c + 3] * id);
+            sum += q0 + q1 + q2 + q3;
+            packed[c] = (q0 & 0xFF) | (q1 & 0xFF) << 8 | (q2 & 0xFF) << 16 | (int)((uint32_t)(q3 & 0xFF) << 24);
+        }
+#pragma unroll
+        for (int o = 1; o < TPB; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        if (in) {
+#pragma unroll
+            for (int c = 0; c < V / 4; c += 2) *(int2 *)(xq + k0 + 4 * c) = make_int2(packed[c], packed[c + 1]);
+            if (sub == 0) {
+                xd[b] = amax / 127.f;
+                xs[b] = sum;
+            }
+        }
     }
-    int4 *dst = (int4 *)(xq + 32 * b);
-    dst[0] = make_int4(packed[0], packed[1], packed[2], packed[3]);
-    dst[1] = make_int4(packed[4], packed[5], packed[6], packed[7]);
-    xd[b] = amax / 127.f;
-    xs[b] = sum;
 }
 
 template <int DT, int PRO, int JC>
@@ -170,59 +217,14 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
     if (st_.stopped) return;
     p = ak_params<ak_p_mm>(a, st_);
 
-    /* x to int8 codes: a thread per 32 values, all its loads in flight at once (a warp
-     * per 32 values waited on L2 once per block: 20% slower on 8B) */
+    /* x to int8 codes, 4 threads per 32 values where the row is short enough (a lone
+     * thread per 32 values left a short row's prologue to a few serial threads) */
     int8_t *xq = (int8_t *)smem;
     float *xd = (float *)(smem + K);
     int *xs = (int *)(xd + nb);
     const float *x = (const float *)a.b[3] + (p.last_only ? (size_t)(p.n - 1) * p.ld_x : 0);
-    if (PRO == AK_CUDA_PRO_NORM && nb <= (int)blockDim.x) {
-        /* a block per thread: x is read once, and the sum of squares and the codes come
-         * from the same registers (one dependent read less before the products) */
-        __shared__ float red[32];
-        const int b = threadIdx.x;
-        float v[32], w[32], ss = 0.f;
-        if (b < nb) {
-            gq_load32(x + 32 * b, v);
-            gq_load32(a.pro_w + 32 * b, w);
-#pragma unroll
-            for (int i = 0; i < 32; i++) ss += v[i] * v[i];
-        }
-        ss = ak_block_sum(ss, red);
-        const float r = 1.0f / sqrtf(ss / (float)K + a.eps);
-        if (b < nb) {
-#pragma unroll
-            for (int i = 0; i < 32; i++) v[i] = v[i] * r * w[i];
-            gq_quant32(v, b, xq, xd, xs);
-        }
-    } else {
-        float r = 1.f;
-        if (PRO == AK_CUDA_PRO_NORM) {
-            __shared__ float red[32];
-            float ss = 0;
-#pragma unroll 4
-            for (int k = threadIdx.x; k < K / 4; k += blockDim.x) {
-                float4 v = ((const float4 *)x)[k];
-                ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-            }
-            ss = ak_block_sum(ss, red);
-            r = 1.0f / sqrtf(ss / (float)K + a.eps);
-        }
-        for (int b = threadIdx.x; b < nb; b += blockDim.x) {
-            float v[32], w[32];
-            gq_load32(x + 32 * b, v);
-            if (PRO == AK_CUDA_PRO_ACT) {
-                gq_load32(x + K + 32 * b, w);
-#pragma unroll
-                for (int i = 0; i < 32; i++) v[i] = ak_dev_act(a.act, v[i]) * w[i];
-            } else if (PRO == AK_CUDA_PRO_NORM) {
-                gq_load32(a.pro_w + 32 * b, w);
-#pragma unroll
-                for (int i = 0; i < 32; i++) v[i] = v[i] * r * w[i];
-            }
-            gq_quant32(v, b, xq, xd, xs);
-        }
-    }
+    if (4 * nb <= AK_GQ_THREADS) gq_prep<4, PRO>(a, x, K, nb, xq, xd, xs);
+    else gq_prep<1, PRO>(a, x, K, nb, xq, xd, xs);
     __syncthreads();
 
     /* this lane's x codes of the slice; blocks past the row end weigh 0 */
