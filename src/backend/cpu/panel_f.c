@@ -17,8 +17,9 @@
  * Prefill (n >= 2): blocked as BLIS does. Activation rows go in blocks of at most NCMAX,
  * K in slabs of KC; per (row block, slab) the activations are packed into scratch as
  * micro-panels of MR rows ([k][MR] floats, so broadcasts come from one stream), then for
- * each pair of panels the slab of weights is widened once to f32 in scratch (F32 panels
- * are used in place) and reused by every micro-panel: the AVX-512 micro-kernel holds
+ * each pair of panels the slab of weights is widened once to f32 in scratch (at AVX-512
+ * by the first micro-kernel as it goes; F32 panels are used in place) and reused by every
+ * micro-panel: the AVX-512 micro-kernel holds
  * 2 panels x 12 rows = 24 zmm accumulators (32 output rows x 12 activation rows), per k
  * two weight loads, 12 broadcasts and 24 FMAs. Partial sums go through y between slabs;
  * the bias is the initial value of the first slab. While a pair is multiplied, the next
@@ -30,7 +31,8 @@
  * core, 1B shapes, F16: KC 256 -> 1024 took ~95 to ~105 GFLOP/s (fewer micro-kernel
  * starts and y round trips); widening in the micro-kernel instead (vcvtph2ps per k) was
  * 3-5 % slower, embedded broadcasts, k unrolling, 14 rows or software prefetch of x made
- * no difference. */
+ * no difference. F16 / BF16 at AVX-512 take blocks of up to NCBIG = 516 rows instead
+ * (see mm512): fewer widenings outweigh x streaming from L3. */
 #include "backend/cpu/panel.h"
 #include "backend/cpu/cpu.h"
 #include <string.h>
@@ -44,6 +46,9 @@
 #endif
 #ifndef NCMAX
 #define NCMAX 240   /* activation rows per block (a multiple of both MRs) */
+#endif
+#ifndef NCBIG
+#define NCBIG 516   /* the same, F16 / BF16 at AVX-512 (a multiple of MR512) */
 #endif
 #define MR512 12
 #define MR256 6
@@ -88,7 +93,7 @@ void ak_panel_f_pack(ak_dtype t, const void *src, int64_t N, int64_t K, void *ds
 
 size_t ak_panel_f_scratch(ak_dtype t, int64_t K, int n) {
     if (!is_f(t) || n <= 1) return 0;
-    int64_t kc = K < KC ? K : KC, nc = n < NCMAX ? n : NCMAX;
+    int64_t kc = K < KC ? K : KC, nc = n < NCBIG ? n : NCBIG;
     /* packed activations (nc x kc) and two widened panels (2 x 16 x kc), 64-aligned */
     return ((size_t)(nc * kc) * 4 + 63) / 64 * 64 + (size_t)(2 * R * kc) * 4;
 }
@@ -197,8 +202,10 @@ AVX512 static INL void gemv512_t(ak_dtype t, const void *w, int64_t N, int64_t K
 /* The micro-kernel: np (1, 2) panels x mr activation rows over kc values of k. w0, w1:
  * the panels' f32 weights at the slab ([k][16]); xp: the micro-panel ([k][mr]); y: the
  * output tile (row i at y + i * ldy, panel 1 at +16). first: start from the bias (or 0),
- * else from y. */
-AVX512 static INL void mk512_t(const int np, const int mr, int kc, const float *w0, const float *w1,
+ * else from y. wt (1 F16, 2 BF16): instead widen the panels' slab from s0, s1 as it goes,
+ * storing it at d0, d1 for the calls that follow (see mm512); 0: read w0, w1. */
+AVX512 static INL void mk512_t(const int np, const int mr, const int wt, int kc, const float *w0, const float *w1,
+                               const uint16_t *s0, const uint16_t *s1, float *d0, float *d1,
                                const float *xp, float *y, int64_t ldy, __mmask16 m0, __mmask16 m1,
                                const float *bias, int first) {
     __m512 a0[MR512], a1[MR512];
@@ -215,8 +222,16 @@ AVX512 static INL void mk512_t(const int np, const int mr, int kc, const float *
         }
     }
     for (int k = 0; k < kc; k++) {
-        __m512 v0 = _mm512_loadu_ps(w0 + k * R);
-        __m512 v1 = np == 2 ? _mm512_loadu_ps(w1 + k * R) : v0;
+        __m512 v0, v1;
+        if (wt) {
+            v0 = ldw512(wt == 1 ? AK_F16 : AK_BF16, s0, k * R);
+            _mm512_store_ps(d0 + k * R, v0);
+            v1 = v0;
+            if (np == 2) { v1 = ldw512(wt == 1 ? AK_F16 : AK_BF16, s1, k * R); _mm512_store_ps(d1 + k * R, v1); }
+        } else {
+            v0 = _mm512_loadu_ps(w0 + k * R);
+            v1 = np == 2 ? _mm512_loadu_ps(w1 + k * R) : v0;
+        }
         const float *xk = xp + k * mr;
 #pragma GCC unroll 12
         for (int i = 0; i < mr; i++) {
@@ -232,7 +247,7 @@ AVX512 static INL void mk512_t(const int np, const int mr, int kc, const float *
     }
 }
 
-#define MK512_CASE(np, mr) case mr: mk512_t(np, mr, kc, w0, w1, xp, y, ldy, m0, m1, bias, first); break;
+#define MK512_CASE(np, mr) case mr: mk512_t(np, mr, 0, kc, w0, w1, NULL, NULL, NULL, NULL, xp, y, ldy, m0, m1, bias, first); break;
 #define MK512_SW(np) switch (mr) { MK512_CASE(np, 1) MK512_CASE(np, 2) MK512_CASE(np, 3) MK512_CASE(np, 4) \
     MK512_CASE(np, 5) MK512_CASE(np, 6) MK512_CASE(np, 7) MK512_CASE(np, 8) MK512_CASE(np, 9) MK512_CASE(np, 10) \
     MK512_CASE(np, 11) MK512_CASE(np, 12) default: break; }
@@ -240,6 +255,15 @@ AVX512 static INL void mk512_t(const int np, const int mr, int kc, const float *
 AVX512 static void mk512(int np, int mr, int kc, const float *w0, const float *w1, const float *xp, float *y,
                          int64_t ldy, __mmask16 m0, __mmask16 m1, const float *bias, int first) {
     if (np == 2) { MK512_SW(2) } else { MK512_SW(1) }
+}
+
+/* A full-height (MR512) micro-kernel that widens F16 / BF16 panels as it multiplies. */
+#define MK512W(np, wt) mk512_t(np, MR512, wt, kc, NULL, NULL, s0, s1, d0, d1, xp, y, ldy, m0, m1, bias, first)
+AVX512 static void mk512w(int np, ak_dtype t, int kc, const uint16_t *s0, const uint16_t *s1, float *d0, float *d1,
+                          const float *xp, float *y, int64_t ldy, __mmask16 m0, __mmask16 m1, const float *bias,
+                          int first) {
+    if (t == AK_F16) { if (np == 2) MK512W(2, 1); else MK512W(1, 1); }
+    else { if (np == 2) MK512W(2, 2); else MK512W(1, 2); }
 }
 
 /* Widens panels [p, p + np) of slab [k0, k0 + kc) to f32: panel q at dst + q * kc * 16. */
@@ -262,9 +286,14 @@ AVX512 static void mm512(ak_dtype t, const void *w, int64_t N, int64_t K, int64_
         return;
     }
     int64_t kcmax = K < KC ? K : KC;
-    int ncmax = n < NCMAX ? n : NCMAX;
+    /* F16 / BF16 widen each pair's slab once per activation block: blocks of up to NCBIG
+     * rows (the packed block, 2 MiB, then lives in L3, its micro-panels streaming in)
+     * widen a third as often at n = 512 as blocks of 240 and measured 2-3 % faster on
+     * one core (1B shapes), about 1 % on pp512; F32 widens nothing and keeps its blocks
+     * in L2. */
+    int nmax = t == AK_F32 ? NCMAX : NCBIG, ncmax = n < nmax ? n : nmax;
     float *xp = scratch, *wb = (float *)((uint8_t *)scratch + ((size_t)(ncmax * kcmax) * 4 + 63) / 64 * 64);
-    int nb = (n + NCMAX - 1) / NCMAX, bs = ((n + nb - 1) / nb + MRX - 1) / MRX * MRX;
+    int nb = (n + nmax - 1) / nmax, bs = ((n + nb - 1) / nb + MRX - 1) / MRX * MRX;
     size_t es = esz(t);
     for (int i0 = 0; i0 < n; i0 += bs) {
         int i1 = i0 + bs < n ? i0 + bs : n;
@@ -274,11 +303,16 @@ AVX512 static void mm512(ak_dtype t, const void *w, int64_t N, int64_t K, int64_
             for (int64_t p = p0; p < p1; p += 2) {
                 int np = p1 - p >= 2 ? 2 : 1;
                 const float *w0, *w1;
+                /* F16 / BF16: a full first micro-panel widens the slab while it multiplies
+                 * (the widening's stores then hide under its FMAs: 1-2 % faster on one
+                 * core, 1B shapes, than a separate pass); otherwise a pass first */
+                int fuse = t != AK_F32 && i1 - i0 >= MR512;
+                const uint16_t *s0 = (const uint16_t *)w + (p * K + k0) * R, *s1 = np == 2 ? s0 + K * R : s0;
                 if (t == AK_F32) {
                     w0 = (const float *)w + (p * K + k0) * R;
                     w1 = np == 2 ? w0 + K * R : w0;
                 } else {
-                    widen512(t, w, K, p, np, k0, kc, wb);
+                    if (!fuse) widen512(t, w, K, p, np, k0, kc, wb);
                     w0 = wb;
                     w1 = wb + (int64_t)kc * R;
                 }
@@ -297,8 +331,12 @@ AVX512 static void mm512(ak_dtype t, const void *w, int64_t N, int64_t K, int64_
                         int64_t off = l * 64;
                         _mm_prefetch(nx + (off >= nbytes ? nstride + off - nbytes : off), _MM_HINT_T1);
                     }
-                    mk512(np, mr, kc, w0, w1, xp + (int64_t)(ib - i0) * kc, y + (int64_t)ib * ldy + p * R, ldy,
-                          m0, m1, bp, first);
+                    if (fuse && ib == i0)
+                        mk512w(np, t, kc, s0, s1, wb, wb + (int64_t)kc * R, xp, y + (int64_t)ib * ldy + p * R, ldy,
+                               m0, m1, bp, first);
+                    else
+                        mk512(np, mr, kc, w0, w1, xp + (int64_t)(ib - i0) * kc, y + (int64_t)ib * ldy + p * R, ldy,
+                              m0, m1, bp, first);
                 }
             }
         }

@@ -1,8 +1,9 @@
 /* Float-type panels (panel_f.c): for F32, F16 and BF16 at every SIMD level this CPU has
  * (scalar, AVX2, AVX-512), random weights packed in two panel ranges, odd shapes
  * (N = 1, 15, 17, 40, 100; K = 1, 7, 31, 64, 1000, 4097; n = 1, 3, 8, 37, 70, plus a few
- * with n > 240 to cross activation blocks), with and without bias, tight and padded
- * ldx / ldy, the panels computed in two calls split at a random panel (as threads do).
+ * with n > 240 and n > 516 to cross activation blocks), with and without bias, tight and
+ * padded ldx / ldy, the panels computed in two calls split at a random panel (as threads
+ * do).
  * Every output is compared with a double-precision sum over the exactly widened weights:
  * |y - ref| <= (K + 4) * 2^-24 * (sum_k |w x| + |bias|), the worst-case bound of an f32
  * summation of K + 1 terms (the kernels only reorder that sum), so the test is not
@@ -143,10 +144,12 @@ static void test_shapes(void) {
         for (size_t a = 0; a < 5; a++)
             for (size_t b = 0; b < 6; b++)
                 for (size_t c = 0; c < 5; c++, ci++) run_case(ftypes[ti], Ns[a], Ks[b], ns[c], ci & 1, ci);
-    /* more than one activation block (240 rows), K slabs with a short tail */
+    /* more than one activation block (240 rows; 516 for F16 / BF16 at AVX-512), K slabs
+     * with a short tail */
     for (size_t ti = 0; ti < 3; ti++) {
         run_case(ftypes[ti], 33, 300, 241, 1, 1);
         run_case(ftypes[ti], 48, 513, 500, 0, 2);
+        run_case(ftypes[ti], 17, 1100, 529, 1, 3);
     }
     for (int lv = 0; lv < nlev; lv++) printf("level %d: worst |y - ref| / sum|w x| = %.3g\n", levels[lv], worst[lv]);
 }
