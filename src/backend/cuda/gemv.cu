@@ -126,7 +126,8 @@ __device__ __forceinline__ void gq_prep(const ak_cuda_args &a, const float *x, i
         }
 #pragma unroll
         for (int i = 0; i < V; i++) {
-            if (PRO == AK_CUDA_PRO_ACT) v[i] = in ? ak_dev_act(a.act, v[i]) * w[i] : 0.f;
+            if (PRO == AK_CUDA_PRO_ACT)   /* SiLU with the fast exp and divide: x becomes int8 codes next */
+                v[i] = !in ? 0.f : a.act == AK_ACT_SILU ? __fdividef(v[i], 1.0f + __expf(-v[i])) * w[i] : ak_dev_act(a.act, v[i]) * w[i];
             else if (PRO == AK_CUDA_PRO_NORM) v[i] = v[i] * r * w[i];
         }
         float amax = 0.f;
