@@ -38,9 +38,9 @@ __device__ __forceinline__ int seg_dtype(const ak_p_mm &p, int g) { return g == 
  * with S > 1 the slices meet in shared memory at the end. The first stages are
  * requested before waiting for the previous kernel (weights depend on nothing it
  * writes). The result is stored, or added to y (the residual add). */
-#define AK_GQ_THREADS 512   /* one block per multiprocessor: x is prepared once per SM */
+#define AK_GQ_THREADS 512   /* one block per multiprocessor: x is prepared once per SM (256 threads: -20 %) */
 #define AK_GQ_WARPS (AK_GQ_THREADS / 32)
-#define AK_GQ_STAGES 4
+#define AK_GQ_STAGES 4      /* 2 stages (two blocks fit per multiprocessor): -2 % to +1 % */
 #define AK_GQ_MAX_K 32768
 
 __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
@@ -365,7 +365,8 @@ static int gq_blocks(int total) {
     return blocks < ak_cuda_n_sm ? blocks : ak_cuda_n_sm;
 }
 template <int DT> static bool gq_fits(int K, int total) {
-    return gq_smem<DT>(K, gq_plan<DT>(K, total, gq_blocks(total)).tmax) <= AK_GQ_SMEM_MAX;
+    gq_cut c = gq_plan<DT>(K, total, gq_blocks(total));
+    return c.S <= AK_GQ_WARPS && gq_smem<DT>(K, c.tmax) <= AK_GQ_SMEM_MAX;
 }
 
 /* Whether the streaming kernel takes segments [g0, g1) of a one-row product. */
