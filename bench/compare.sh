@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # akunu bench vs llama.cpp's llama-bench on the same files and thread count.
 #
-#   bench/compare.sh [-t THREADS] [-r REPS] [--pp-reps N] [-p N] [-n N] [--json FILE] [MODEL...]
+#   bench/compare.sh [-t THREADS] [-r REPS] [--pp-reps N] [-p N] [-n N] [-d DEPTH] [--json FILE] [MODEL...]
 #
 # MODEL is a name known to tools/make_bench_models.py (e.g. llama-3.2-1b-q4_0, written
 # to models/bench-NAME.gguf when missing), "default" (the real model scripts/get-model
@@ -26,6 +26,7 @@ reps=3
 pp_reps=1
 n_pp=512
 n_tg=128
+depth=0
 json_out=""
 models=()
 usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
@@ -36,6 +37,7 @@ while [ $# -gt 0 ]; do
         --pp-reps) pp_reps="$2"; shift 2 ;;
         -p) n_pp="$2"; shift 2 ;;
         -n) n_tg="$2"; shift 2 ;;
+        -d) depth="$2"; shift 2 ;;
         --json) json_out="$2"; shift 2 ;;
         -h|--help) usage 0 ;;
         -*) echo "compare.sh: unknown option $1" >&2; usage 2 >&2 ;;
@@ -123,6 +125,7 @@ for f in "${files[@]}"; do
     for t in pp tg; do
         if [ $t = pp ]; then a=(-p "$n_pp" -n 0 -r "$pp_reps"); [ "$n_pp" -gt 0 ] || continue
         else a=(-p 0 -n "$n_tg" -r "$reps"); [ "$n_tg" -gt 0 ] || continue; fi
+        [ "$depth" -gt 0 ] && a+=(-d "$depth")
         log "$(basename "$f"): $t (akunu, then llama.cpp)"
         "$akunu" bench -m "$f" -t "$threads" "${a[@]}" --json >"$res/$i.$t.akunu.json" \
             || echo '[]' >"$res/$i.$t.akunu.json"

@@ -9,7 +9,8 @@
 #include <time.h>
 
 static const char *usage =
-    "usage: akunu bench -m FILE [-p 512] [-n 128] [-t THREADS] [-r REPS] [--backend cpu|cuda|auto] [--json]\n"
+    "usage: akunu bench -m FILE [-p 512] [-n 128] [-d DEPTH] [-t THREADS] [-r REPS] [--backend cpu|cuda|auto] [--json]\n"
+    "       -d: run each test after DEPTH tokens already in the cache (llama-bench's -d; GB/s counts weights only)\n"
     "       akunu bench -m FILE --bandwidth [-t THREADS] [--backend ...]   the backend's memory read bandwidth only\n";
 
 static double now(void) {
@@ -33,14 +34,30 @@ static stats summarize(double *v, int n) {
     return s;
 }
 
-/* One timed run: prefill of n_pp tokens, or n_tg chain-decoded tokens from an empty cache. */
-static int timed(ak_session *s, int vocab, int n_pp, int n_tg, double *tps) {
+/* Prompt ids that are the same on every run: i * 7919 + 13 (mod vocab) from i = i0. */
+static int32_t *prompt_ids(int i0, int n, int vocab) {
+    int32_t *ids = malloc((size_t)(n > 0 ? n : 1) * sizeof *ids);
+    for (int i = 0; ids && i < n; i++) ids[i] = (int32_t)(((int64_t)(i0 + i) * 7919 + 13) % vocab);
+    return ids;
+}
+
+/* One timed run after n_depth untimed prompt tokens: prefill of n_pp tokens, or n_tg
+ * chain-decoded tokens. */
+static int timed(ak_session *s, int vocab, int n_depth, int n_pp, int n_tg, double *tps) {
     ak_err err = {{0}};
     ak_session_reset(s);
     double t0, t1;
+    int32_t tok = 1 % vocab;
+    if (n_depth) {
+        int32_t *ids = prompt_ids(0, n_depth, vocab);
+        if (!ids) { fprintf(stderr, "akunu: out of memory\n"); return 1; }
+        ak_status st = ak_prefill(s, ids, n_depth, &tok, NULL, &err);
+        free(ids);
+        if (st) { fprintf(stderr, "akunu: %s\n", err.msg); return 1; }
+    }
     if (n_pp) {
-        int32_t *ids = malloc((size_t)n_pp * sizeof *ids), next;
-        for (int i = 0; i < n_pp; i++) ids[i] = (int32_t)((i * 7919 + 13) % vocab);
+        int32_t *ids = prompt_ids(n_depth, n_pp, vocab), next;
+        if (!ids) { fprintf(stderr, "akunu: out of memory\n"); return 1; }
         t0 = now();
         ak_status st = ak_prefill(s, ids, n_pp, &next, NULL, &err);
         t1 = now();
@@ -51,7 +68,7 @@ static int timed(ak_session *s, int vocab, int n_pp, int n_tg, double *tps) {
         int32_t *out = malloc((size_t)n_tg * sizeof *out);
         int n_out = 0;
         t0 = now();
-        ak_status st = ak_chain_decode(s, 1 % vocab, n_tg, NULL, 0, out, &n_out, &err);
+        ak_status st = ak_chain_decode(s, tok, n_tg, NULL, 0, out, &n_out, &err);
         t1 = now();
         free(out);
         if (st) { fprintf(stderr, "akunu: %s\n", err.msg); return 1; }
@@ -61,7 +78,7 @@ static int timed(ak_session *s, int vocab, int n_pp, int n_tg, double *tps) {
 }
 
 int ak_cmd_bench(int argc, char **argv) {
-    int n_pp = 512, n_tg = 128, reps = 5, rc;
+    int n_pp = 512, n_tg = 128, n_depth = 0, reps = 5, rc;
     bool json = false, bw_only = false;
     /* bench-only flags first; the rest goes to the common parser */
     char **rest = malloc(((size_t)argc + 3) * sizeof *rest);
@@ -72,6 +89,7 @@ int ak_cmd_bench(int argc, char **argv) {
         if (!strcmp(argv[i], "-p")) dst = &n_pp;
         else if (!strcmp(argv[i], "-r") || !strcmp(argv[i], "--reps")) dst = &reps;
         else if (!strcmp(argv[i], "-n")) dst = &n_tg;
+        else if (!strcmp(argv[i], "-d") || !strcmp(argv[i], "--depth")) dst = &n_depth;
         else if (!strcmp(argv[i], "--json")) { json = true; continue; }
         else if (!strcmp(argv[i], "--bandwidth")) { bw_only = true; continue; }
         if (dst) {
@@ -98,8 +116,9 @@ int ak_cmd_bench(int argc, char **argv) {
     ak_session *s = NULL;
     ak_err err = {{0}};
     double bw = 0;
-    o.ctx = (n_pp > n_tg ? n_pp : n_tg) + 1;
-    o.chunk = n_pp > 0 ? n_pp : 1;
+    o.ctx = n_depth + (n_pp > n_tg ? n_pp : n_tg) + 1;
+    /* the depth's prefill goes in chunks of the test's size (512 when only tg is measured) */
+    o.chunk = n_pp > 0 ? n_pp : n_depth > 0 ? (n_depth < 512 ? n_depth : 512) : 1;
     if ((rc = ak_cli_open(&o, false, &m, &s))) return rc;
     if (ak_session_bandwidth(s, &bw, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); rc = 1; goto done; }
     int threads = ak_session_threads(s);
@@ -121,13 +140,14 @@ int ak_cmd_bench(int argc, char **argv) {
         int pp = test == 0 ? n_pp : 0, tg = test == 1 ? n_tg : 0;
         if (!pp && !tg) continue;
         double warm, *v = malloc((size_t)reps * sizeof *v);
-        if ((rc = timed(s, vocab, pp, tg, &warm))) { free(v); goto done; }
-        for (int r = 0; r < reps && !rc; r++) rc = timed(s, vocab, pp, tg, &v[r]);
+        if ((rc = timed(s, vocab, n_depth, pp, tg, &warm))) { free(v); goto done; }
+        for (int r = 0; r < reps && !rc; r++) rc = timed(s, vocab, n_depth, pp, tg, &v[r]);
         if (rc) { free(v); goto done; }
         stats st = summarize(v, reps);
         free(v);
         char tname[32];
-        snprintf(tname, sizeof tname, "%s%d", pp ? "pp" : "tg", pp ? pp : tg);
+        if (n_depth) snprintf(tname, sizeof tname, "%s%d @ d%d", pp ? "pp" : "tg", pp ? pp : tg, n_depth);
+        else snprintf(tname, sizeof tname, "%s%d", pp ? "pp" : "tg", pp ? pp : tg);
         double gbps = tg ? bpt * st.median / 1e9 : 0;
         if (json) {
             printf("%s  {\"model\": \"%s\", \"size_gib\": %.4f, \"params_b\": %.4f, \"backend\": \"%s\", \"threads\": %d, "

@@ -24,6 +24,9 @@ check "logits writes 24x512 floats" '[ $(stat -c %s "$tmp/a.f32") -eq $((24*512*
 check "logits --chunk 5 equals one chunk" 'cmp -s "$tmp/a.f32" "$tmp/b.f32"'
 check "logits --decode writes the same size" '[ $(stat -c %s "$tmp/c.f32") -eq $((24*512*4)) ]'
 
+"$bin" bench -m "$fx/llama/llama-f32.gguf" -p 8 -n 4 -d 20 -r 1 -t 1 --json > "$tmp/bench.json" 2>"$tmp/e"
+check "bench -d names its tests like llama-bench" 'grep -q "\"test\": \"pp8 @ d20\"" "$tmp/bench.json" && grep -q "\"test\": \"tg4 @ d20\"" "$tmp/bench.json"'
+
 # bad input: non-zero exit, a message, no crash (exit codes >= 128 are signals)
 bad() {
   local what=$1; shift
@@ -43,6 +46,7 @@ bad "logits without -o" "$bin" logits -m "$fx/llama/llama-f32.gguf" --prompt-ids
 bad "logits to unwritable path" "$bin" logits -m "$fx/llama/llama-f32.gguf" --prompt-ids 1 -o /nonexistent/dir/x.f32
 bad "unknown command" "$bin" frobnicate
 bad "unknown option" "$bin" run -m "$fx/llama/llama-f32.gguf" --bogus
+bad "bench depth not a count" "$bin" bench -m "$fx/llama/llama-f32.gguf" -d x
 
 echo "$((checks-fail)) passed, $fail failed"
 [ $fail -eq 0 ]
