@@ -6,6 +6,7 @@
 #include <string.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include "backend/cpu/q5bits.h"
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 
@@ -49,16 +50,11 @@ AVX2 static inline __m256i nibbles32(const uint8_t *qs) {
     return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
 }
 
-/* Bit i of v -> byte i: 0x10 where set (the fifth bit of a Q5 value), else 0. */
+/* The fifth bits of a Q5 block (the 32-bit word at p) as 0x10 per byte. */
 AVX2 static inline __m256i bit4_from_bits(const uint8_t *p) {
     uint32_t v;
     memcpy(&v, p, 4);
-    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)v), spread);
-    b = _mm256_cmpeq_epi8(_mm256_and_si256(b, sel), sel);
-    return _mm256_and_si256(b, _mm256_set1_epi8(0x10));
+    return ak_q5_bit4_avx2(v);
 }
 
 /* ---- float types ---- */

@@ -60,12 +60,7 @@ TGT static inline __m256i F(nib32)(const uint8_t *qs) {
 TGT static inline __m256i F(bit4)(const uint8_t *p) {
     uint32_t v;
     memcpy(&v, p, 4);
-    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)v), spread);
-    b = _mm256_cmpeq_epi8(_mm256_and_si256(b, sel), sel);
-    return _mm256_and_si256(b, _mm256_set1_epi8(0x10));
+    return ak_q5_bit4_avx2(v);
 }
 
 /* ---- GEMV: one weight row against quantized x ----

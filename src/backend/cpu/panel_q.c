@@ -155,17 +155,10 @@ void ak_panel_q_pack(ak_dtype t, const void *src, int64_t N, int64_t K, void *ds
 /* ---- activations ---- */
 
 static void quant_ref(const float *x, int64_t K, uint8_t *row) {
-    int8_t *q = (int8_t *)row;
-    float *xd = AK_PQ_XD(row, K), *xsum = AK_PQ_XS(row, K);
-    int32_t *x16 = AK_PQ_X16(row, K), *x32 = AK_PQ_X32(row, K);
     for (int64_t b = 0; b < K / 32; b++, x += 32) {
         int s[2];
-        float d = ak_q32_ref(x, q + 32 * b, s);
-        xd[b] = d;
-        xsum[b] = d * (float)(s[0] + s[1]);
-        x16[2 * b] = -s[0];
-        x16[2 * b + 1] = -s[1];
-        x32[b] = -(s[0] + s[1]);
+        float d = ak_q32_ref(x, (int8_t *)row + 32 * b, s);
+        ak_pq_meta(row, K, b, d, s);
     }
 }
 

@@ -62,6 +62,14 @@ static inline size_t ak_pq_xrow(int64_t K) { return ((size_t)K + (size_t)K / 2 +
 #define AK_PQ_XS(row, K) ((float *)((uint8_t *)(row) + (K) + (K) / 8))
 #define AK_PQ_X16(row, K) ((int32_t *)((uint8_t *)(row) + (K) + (K) / 4))
 #define AK_PQ_X32(row, K) ((int32_t *)((uint8_t *)(row) + (K) + (K) / 2))
+/* Block b's scale d and code sums s (codes 0-15, 16-31) into the row's metadata. */
+static inline void ak_pq_meta(uint8_t *row, int64_t K, int64_t b, float d, const int s[2]) {
+    AK_PQ_XD(row, K)[b] = d;
+    AK_PQ_XS(row, K)[b] = d * (float)(s[0] + s[1]);
+    AK_PQ_X16(row, K)[2 * b] = -s[0];
+    AK_PQ_X16(row, K)[2 * b + 1] = -s[1];
+    AK_PQ_X32(row, K)[b] = -(s[0] + s[1]);
+}
 
 #define AK_PQ_NR 8   /* activation rows per kernel call */
 

@@ -64,7 +64,7 @@
 #else
 #define DPB(acc, u, xp) _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_set1_epi32(F(ld32)(xp))), _mm256_set1_epi16(1)))
 #endif
-#define HIBIT(c, m64) OR(c, F(bit4)((uint32_t)(m64)))
+#define HIBIT(c, m64) OR(c, ak_q5_bit4_avx2((uint32_t)(m64)))
 #define STF(p, v) _mm256_storeu_ps(p, v)
 #endif
 
@@ -84,17 +84,6 @@ TGT static inline __m512i F(dpb_bc)(__m512i acc, __m512i u, const int8_t *xp) {
 }
 #endif
 
-#if W == 8
-/* Bit i of v -> 0x10 in byte i. */
-TGT static inline __m256i F(bit4)(uint32_t v) {
-    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32((int)v), spread);
-    b = _mm256_cmpeq_epi8(_mm256_and_si256(b, sel), sel);
-    return _mm256_and_si256(b, _mm256_set1_epi8(0x10));
-}
-#endif
 
 /* acc + the 4-value dots of code vector c with the x codes at xp. sign: AVX2 Q8_0, where
  * c holds |w| and ws the signed w. */
@@ -265,18 +254,11 @@ const ak_pq_kern F(ak_pq)[AK_DTYPE_COUNT] = {
 /* Quantize one activation row (panel_q.h); matches the scalar quantizer bit for bit:
  * x * (1/d) rounded to nearest even. */
 TGT void ak_pq_quant_avx2(const float *x, int64_t K, uint8_t *row) {
-    int8_t *xq = (int8_t *)row;
-    float *xd = AK_PQ_XD(row, K), *xsum = AK_PQ_XS(row, K);
-    int32_t *x16 = AK_PQ_X16(row, K), *x32 = AK_PQ_X32(row, K);
     for (int64_t b = 0; b < K / 32; b++, x += 32) {
         int sm[2];
         __m256i c[4];
-        float d = ak_q32_avx2(x, xq + 32 * b, sm, c);
-        xd[b] = d;
-        xsum[b] = d * (float)(sm[0] + sm[1]);
-        x16[2 * b] = -sm[0];
-        x16[2 * b + 1] = -sm[1];
-        x32[b] = -(sm[0] + sm[1]);
+        float d = ak_q32_avx2(x, (int8_t *)row + 32 * b, sm, c);
+        ak_pq_meta(row, K, b, d, sm);
     }
 }
 #endif

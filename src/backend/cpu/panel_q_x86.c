@@ -5,6 +5,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include "backend/cpu/quant32.h"
+#include "backend/cpu/q5bits.h"
 
 #define TGT __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define SFX vnni512
