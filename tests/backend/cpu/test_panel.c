@@ -149,6 +149,22 @@ static void *pack_all(ak_dtype t, const void *w, int64_t N, int64_t K) {
     return pk;
 }
 
+/* One GEMV/GEMM command over segments w (panel copies pk, NULL: row kernels) run by nth
+ * workers one after another, as the pool would split it. */
+static void run_mm(const ak_p_mm *p, void *const w[3], void *const pk[3], int nseg, float *x, float *y, float *bias,
+                   int nth) {
+    ak_cpu_cmd c = {0};
+    memcpy(c.p, p, sizeof *p);
+    for (int s = 0; s < 3; s++) { c.b[s] = w[s < nseg ? s : 0]; c.pk[s] = s < nseg ? pk[s] : NULL; }
+    c.b[3] = x; c.b[4] = y; c.b[5] = bias;
+    int gemm = p->n > 1;
+    size_t scr = ak_cpu_mm_panel_scratch(&c, gemm ? AK_K_GEMM : AK_K_GEMV);
+    float *scratch = malloc(scr * 4);
+    ak_cpu_tls tls = {scratch, scr};
+    for (int th = 0; th < nth; th++) (gemm ? ak_cpu_gemm : ak_cpu_gemv)(&c, th, nth, &tls);
+    free(scratch);
+}
+
 /* GEMV / GEMM commands as cpu_encode builds them: panel segments, fused, mixed with
  * row-kernel segments (F16 without a panel layout, or a segment left unpacked). */
 static void test_commands(void) {
@@ -200,16 +216,8 @@ static void test_commands(void) {
                         for (int lv = 0; lv < nlev; lv++)
                             for (int nth = 1; nth <= 3; nth += 2) {
                                 set_level(lv);
-                                ak_cpu_cmd c = {0};
-                                memcpy(c.p, &p, sizeof p);
-                                for (int s = 0; s < 3; s++) { c.b[s] = w[s < nseg ? s : 0]; c.pk[s] = s < nseg ? pk[s] : NULL; }
-                                c.b[3] = x; c.b[4] = y; c.b[5] = bias;
-                                int gemm = n > 1;
-                                size_t scr = ak_cpu_mm_panel_scratch(&c, gemm ? AK_K_GEMM : AK_K_GEMV);
-                                float *scratch = malloc(scr * 4);
                                 for (size_t i = 0; i < (size_t)n * ld_y; i++) y[i] = SENTINEL;
-                                ak_cpu_tls tls = {scratch, scr};
-                                for (int th = 0; th < nth; th++) (gemm ? ak_cpu_gemm : ak_cpu_gemv)(&c, th, nth, &tls);
+                                run_mm(&p, w, pk, nseg, x, y, bias, nth);
                                 int bad = 0;
                                 for (int i = 0; i < nout; i++)
                                     for (int j = 0; j < ld_y; j++) {
@@ -222,7 +230,6 @@ static void test_commands(void) {
                                     }
                                 CHECK(!bad, "matmul types %zu nseg %d skip %d n %d last %d level %d/%d nth %d: %d wrong", si, nseg,
                                       skip, n, last, levels[lv][0], levels[lv][1], nth, bad);
-                                free(scratch);
                             }
                         /* float activations forced after encoding (ak_cpu_act_f32): the block
                          * segments leave their panels for the row kernels */
@@ -231,15 +238,7 @@ static void test_commands(void) {
                         {
                             set_level(nlev - 1);
                             ak_cpu_act_f32 = 1;
-                            ak_cpu_cmd c = {0};
-                            memcpy(c.p, &p, sizeof p);
-                            for (int s = 0; s < 3; s++) { c.b[s] = w[s < nseg ? s : 0]; c.pk[s] = s < nseg ? pk[s] : NULL; }
-                            c.b[3] = x; c.b[4] = y; c.b[5] = bias;
-                            int gemm = n > 1;
-                            size_t scr = ak_cpu_mm_panel_scratch(&c, gemm ? AK_K_GEMM : AK_K_GEMV);
-                            float *scratch = malloc(scr * 4);
-                            ak_cpu_tls tls = {scratch, scr};
-                            (gemm ? ak_cpu_gemm : ak_cpu_gemv)(&c, 0, 1, &tls);
+                            run_mm(&p, w, pk, nseg, x, y, bias, 1);
                             int bad = 0;
                             for (int i = 0; i < nout; i++)
                                 for (int j = 0; j < cols; j++) {
@@ -248,7 +247,6 @@ static void test_commands(void) {
                                 }
                             CHECK(!bad, "act_f32 matmul types %zu nseg %d skip %d n %d last %d: %d wrong", si, nseg, skip, n, last, bad);
                             ak_cpu_act_f32 = 0;
-                            free(scratch);
                         }
                         free(x); free(y); free(ref); free(mag);
                     }
