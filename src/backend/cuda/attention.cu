@@ -152,6 +152,7 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
         rope_fold<DPL, F16>(a, p, kvh, kvh * group + g0, G, s == S - 1, sq);
         qv = &sq[0][0];
     }
+    tr_.mark();
     float q[MG][DPL], acc[MG][DPL], m[MG], l[MG];
 #pragma unroll
     for (int g = 0; g < MG; g++) {

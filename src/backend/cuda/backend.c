@@ -38,6 +38,8 @@ typedef struct {
     int n, max_rows;
     void *arena;
     cudaGraphExec_t g1, gu;
+    unsigned long long *trace;  /* AKUNU_CUDA_TRACE: 8 timestamps per command */
+    int trace_pos;
 } cuda_table;
 
 static ak_status cfail(ak_err *err, cudaError_t e, const char *what) {
@@ -130,6 +132,7 @@ static void cu_encoded_free(ak_backend *b, void *enc) {
     if (t->g1) cudaGraphExecDestroy(t->g1);
     if (t->gu) cudaGraphExecDestroy(t->gu);
     if (t->arena) cudaFree(t->arena);
+    if (t->trace) cudaFree(t->trace);
     free(t->cmds);
     free(t->labels);
     free(t);
@@ -363,6 +366,21 @@ static void fuse_decode(cuda_table *t, const ak_table *tab) {
     t->n = k;
 }
 
+/* AKUNU_CUDA_TRACE=pos: a timeline of that decode position (trace_print). */
+static void plan_trace(cuda_table *t) {
+    const char *tr = getenv("AKUNU_CUDA_TRACE");
+    if (tr && *tr) {
+        if (cudaMalloc((void **)&t->trace, (size_t)t->n * 64) == cudaSuccess) t->trace_pos = atoi(tr);
+        else { t->trace = NULL; cudaGetLastError(); }
+    }
+    for (int i = 0; i < t->n; i++) {
+        ak_cuda_args *a = &t->cmds[i].a;
+        a->trace = t->trace;
+        a->trace_id = i;
+        a->trace_pos = t->trace_pos;
+    }
+}
+
 static ak_status cu_encode(ak_backend *b, const ak_table *tab, void *const bufs[AK_BUF_COUNT], void **out, ak_err *err) {
     cuda_backend *cb = (cuda_backend *)b;
     ak_status st = AK_OK;
@@ -429,8 +447,9 @@ static ak_status cu_encode(ak_backend *b, const ak_table *tab, void *const bufs[
     }
     cudaError_t ce = cudaStreamSynchronize(cb->ctx.stream);
     if (ce != cudaSuccess) { st = cfail(err, ce, "encode"); goto fail; }
-    if (t->max_rows == 1) fuse_decode(t, tab);
     if (t->max_rows == 1) {
+        fuse_decode(t, tab);
+        plan_trace(t);
         /* decode: one graph per step, and one of AK_CUDA_UNROLL steps */
         ce = capture(cb, t, 1, &t->g1);
         if (ce == cudaSuccess) ce = capture(cb, t, AK_CUDA_UNROLL, &t->gu);
@@ -483,6 +502,49 @@ static double now_us(void) {
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
+static void trace_reset(cuda_table *t, cudaStream_t s) {
+    unsigned long long *h = calloc((size_t)t->n * 8, 8);
+    if (!h) return;
+    for (int i = 0; i < t->n; i++) h[8 * i] = h[8 * i + 4] = ~0ULL;   /* the minima */
+    cudaMemcpyAsync(t->trace, h, (size_t)t->n * 64, cudaMemcpyHostToDevice, s);
+    cudaStreamSynchronize(s);
+    free(h);
+}
+
+/* The traced step, per label averaged over layers, in microseconds after the previous
+ * command's last block exit. */
+static void trace_print(cuda_table *t, cudaStream_t s) {
+    unsigned long long *h = calloc((size_t)t->n * 8, 8);
+    if (!h) return;
+    cudaMemcpyAsync(h, t->trace, (size_t)t->n * 64, cudaMemcpyDeviceToHost, s);
+    cudaStreamSynchronize(s);
+    struct { char k[32]; double v[6]; int n; } agg[32];
+    int na = 0;
+    for (int i = 1; i < t->n; i++) {
+        const unsigned long long *c = h + 8 * i, E = h[8 * (i - 1) + 5];
+        if (c[0] == ~0ULL || !E) continue;
+        const char *k = label_key(t->labels[i]);
+        int j = 0;
+        while (j < na && strcmp(agg[j].k, k)) j++;
+        if (j == na) {
+            if (na == 32) continue;
+            memset(&agg[na], 0, sizeof agg[na]);
+            snprintf(agg[na].k, sizeof agg[na].k, "%s", k);
+            na++;
+        }
+        for (int q = 0; q < 6; q++) agg[j].v[q] += c[q] ? ((double)c[q] - (double)E) / 1000.0 : 0.0;
+        agg[j].n++;
+    }
+    fprintf(stderr, "akunu cuda trace of position %d (us after the previous command's last exit):\n%-14s %5s %8s %8s %8s %8s %8s %8s\n",
+            t->trace_pos, "command", "n", "entry0", "entry1", "release", "mark", "exit0", "exit1");
+    for (int j = 0; j < na; j++) {
+        fprintf(stderr, "%-14s %5d", agg[j].k, agg[j].n);
+        for (int q = 0; q < 6; q++) fprintf(stderr, " %8.2f", agg[j].v[q] / agg[j].n);
+        fprintf(stderr, "\n");
+    }
+    free(h);
+}
+
 static ak_status cu_run(ak_backend *b, void *enc, ak_run *r, ak_err *err) {
     cuda_backend *cb = (cuda_backend *)b;
     cuda_table *t = enc;
@@ -497,6 +559,8 @@ static ak_status cu_run(ak_backend *b, void *enc, ak_run *r, ak_err *err) {
     h->n_stop = r->n_stop;
     for (int k = 0; k < r->n_stop; k++) h->stop[k] = r->stop[k];
     cudaStream_t s = cb->ctx.stream;
+    bool tracing = t->trace && r->n == 1 && r->pos <= t->trace_pos && t->trace_pos < r->pos + r->steps;
+    if (tracing) trace_reset(t, s);
     cudaError_t e = cudaMemcpyAsync(cb->d_step, h, sizeof *h, cudaMemcpyHostToDevice, s);
     if (cb->profile) {
         for (int k = 0; k < r->steps && e == cudaSuccess; k++) e = profile_step(cb, t, r->n);
@@ -512,6 +576,7 @@ static ak_status cu_run(ak_backend *b, void *enc, ak_run *r, ak_err *err) {
     if (e == cudaSuccess) e = cudaStreamSynchronize(s);
     if (e != cudaSuccess) return cfail(err, e, "run");
     r->steps_done = h->steps_done;
+    if (tracing) trace_print(t, s);
     if (cb->stats)
         fprintf(stderr, "akunu cuda: %d step(s) of %d row(s): host %.2f us/step, wall %.2f us/step\n", r->steps, r->n,
                 (t1 - t0) / r->steps, (now_us() - t0) / r->steps);

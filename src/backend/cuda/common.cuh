@@ -58,12 +58,44 @@ __device__ __forceinline__ void ak_pdl_trigger() {
 #endif
 }
 
+/* A timeline of one decode step (AKUNU_CUDA_TRACE=pos): per command, the first and last
+ * block entry, the last release from the wait, the last mark() (the GEMV's x codes
+ * ready; the attention's rope done) and the first and last exit, from thread 0 of each
+ * block, in globaltimer nanoseconds. Profilers time kernels alone; this shows where a
+ * step's time goes inside the graph, with programmatic launches overlapping. */
+__device__ __forceinline__ unsigned long long ak_gtime() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+struct ak_trace_t {
+    unsigned long long *t, t0;
+    __device__ ak_trace_t() : t(NULL), t0(ak_gtime()) {}
+    __device__ void start(const ak_cuda_args &a, const ak_stepv &s) {
+        if (a.trace && s.pos == a.trace_pos && threadIdx.x == 0) {
+            t = a.trace + 8 * a.trace_id;
+            atomicMin(t, t0);
+            atomicMax(t + 1, t0);
+            atomicMax(t + 2, ak_gtime());
+        }
+    }
+    __device__ void mark() { if (t) atomicMax(t + 3, ak_gtime()); }
+    __device__ ~ak_trace_t() {
+        if (!t) return;
+        unsigned long long e = ak_gtime();
+        atomicMin(t + 4, e);
+        atomicMax(t + 5, e);
+    }
+};
+
 /* Kernel prologue: wait for the predecessor, read the step, or return when the chain
  * has stopped. */
 #define AK_KERNEL_ENTRY(P, p)                  \
+    ak_trace_t tr_;                            \
     ak_pdl_wait();                             \
     ak_pdl_trigger();                          \
     const ak_stepv st_ = ak_step(a);           \
+    tr_.start(a, st_);                         \
     if (st_.stopped) return;                   \
     const P p = ak_params<P>(a, st_)
 

@@ -46,6 +46,9 @@ typedef struct {
      * parameters and its qk-norm weights, inv_freq and bias; rope.head_dim 0: not folded. */
     ak_p_rope_kv rope;
     const void *rb[4];
+    /* AKUNU_CUDA_TRACE: this command's row of the step timeline, and the traced position */
+    int32_t trace_id, trace_pos;
+    unsigned long long *trace;
 } ak_cuda_args;
 
 enum { AK_CUDA_PRO_NONE = 0, AK_CUDA_PRO_NORM, AK_CUDA_PRO_ACT };

@@ -210,11 +210,13 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
         }
         cp_async_commit();
     };
+    ak_trace_t tr_;
 #pragma unroll
     for (int st = 0; st < AK_GQ_STAGES - 1; st++) issue(st);
     ak_pdl_wait();
     ak_pdl_trigger();
     const ak_stepv st_ = ak_step(a);
+    tr_.start(a, st_);
     if (st_.stopped) return;
     p = ak_params<ak_p_mm>(a, st_);
 
@@ -227,6 +229,7 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
     if (4 * nb <= AK_GQ_THREADS) gq_prep<4, PRO>(a, x, K, nb, xq, xd, xs);
     else gq_prep<1, PRO>(a, x, K, nb, xq, xd, xs);
     __syncthreads();
+    tr_.mark();
 
     /* this lane's x codes of the slice; blocks past the row end weigh 0 */
     int xr[JC][8], xo[JC];
