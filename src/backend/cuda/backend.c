@@ -38,7 +38,7 @@ typedef struct {
     int n, max_rows;
     void *arena;
     cudaGraphExec_t g1, gu;
-    unsigned long long *trace;  /* AKUNU_CUDA_TRACE: 8 timestamps per command */
+    unsigned long long *trace;  /* AKUNU_CUDA_TRACE: a row of 8 per command (6 used, see ak_trace_t) */
     int trace_pos;
 } cuda_table;
 
