@@ -27,13 +27,9 @@ __device__ __forceinline__ float kv_at(const void *cache, int f16, size_t i) {
 
 /* Decode splits of the cache: the grid has one per 32 positions, at most 16 (with 8 KV
  * heads one wave of blocks; 128 splits made the merge, one block per KV head, the
- * bottleneck: H100 tg4096 on 8B Q4_0 275 -> 342 t/s, tg128 unchanged); at run time a
- * step uses one per 32 visible keys (one unrolled step of every warp), so the shortest
- * contexts need no merge. */
-extern "C" int ak_cuda_attn_splits(int max_seq) {
-    int s = (max_seq + 31) / 32;
-    return s < 16 ? s : 16;
-}
+ * bottleneck: H100 tg4096 on 8B Q4_0 275 -> 342 t/s, tg128 unchanged); a step uses
+ * ak_attn_used_splits of them. */
+extern "C" int ak_cuda_attn_splits(int max_seq) { return ak_attn_used_splits(max_seq, 16); }
 
 #define AK_DEC_WARPS 8
 /* DPL neighbouring values of a cache row (F32 or F16) as floats, in one vector load. */
@@ -126,32 +122,52 @@ __device__ void rope_fold(const ak_cuda_args &a, const ak_p_attn &p, int kvh, in
  * keys; its warps take alternate keys, a lane per DPL neighbouring dimensions of the
  * head (one vector load each of K and V), and keep an online softmax per head, so one
  * pass reads K and V. Heads of 32, 64, 128 or 256 (encode refuses others).
+ * The keys of earlier positions are loaded before the wait for the QKV GEMV (earlier
+ * steps wrote them), and the output projection is let in only once the RoPE is done:
+ * its weight requests would otherwise queue ahead of those loads (tg128 +2 to +4 %).
  * The warps merge in shared memory; with one split that is the result, else the block
- * writes (max, sum, weighted V) per head and the last block of the KV head to finish
- * merges the splits. Splits past kv_len return at once (the grid is sized for the whole
- * cache). */
+ * writes (max, sum, weighted V) per head to scratch. With up to AK_ATTN_FOLD splits and
+ * a.mrg_splits set, the next GEMV merges them as it reads its x (PRO_MERGE); otherwise
+ * the last block of the KV head to finish merges them. Splits past kv_len return at
+ * once (the grid is sized for the whole cache). */
 template <int DPL, bool F16>
 __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args a) {
     constexpr int MG = 32 / DPL;
     __shared__ float sh[AK_DEC_WARPS][MG][32 * DPL + 2];
     __shared__ float sq[MG + 2][32 * DPL];
     __shared__ bool last;
-    AK_KERNEL_ENTRY(ak_p_attn, p);
+    ak_trace_t tr_;
+    const ak_stepv st_ = ak_step(a);   /* before the wait: only the argmax writes the step */
+    const ak_p_attn p = ak_params<ak_p_attn>(a, st_);
     const int hd = p.head_dim, group = p.n_heads / p.n_kv_heads, passes = (group + MG - 1) / MG;
     const int kvh = blockIdx.x / passes, g0 = (blockIdx.x % passes) * MG, G = min(MG, group - g0);
-    const int s = blockIdx.y;
+    const int s = blockIdx.y, cur = p.pos + p.n - 1;
     int lo, hi;
-    key_range(p, p.pos + p.n - 1, &lo, &hi);
-    const int S = min((int)gridDim.y, (hi - lo + 31) / 32), chunk = (hi - lo + S - 1) / S;   /* splits in use */
-    if (s >= S) return;
+    key_range(p, cur, &lo, &hi);
+    const int S = ak_attn_used_splits(hi - lo, gridDim.y), chunk = (hi - lo + S - 1) / S;
     const int k0 = lo + s * chunk, k1 = min(hi, k0 + chunk);
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const size_t base = (size_t)kvh * p.max_seq * hd;
+    float kk[AK_DEC_UNROLL][DPL], vv[AK_DEC_UNROLL][DPL];
+    if (!st_.stopped && s < S) {   /* this position's key and value are made below */
+#pragma unroll
+        for (int t = 0; t < AK_DEC_UNROLL; t++) {
+            int j = k0 + w + t * AK_DEC_WARPS;
+            if (j < k1 && j < cur) {
+                load_dpl<DPL, F16>(a.b[1], base + (size_t)j * hd + DPL * lane, kk[t]);
+                load_dpl<DPL, F16>(a.b[2], base + (size_t)j * hd + DPL * lane, vv[t]);
+            }
+        }
+    }
+    ak_pdl_wait();
+    tr_.start(a, st_);
+    if (st_.stopped || s >= S) return;
     const float *qv = (const float *)a.b[0] + (size_t)(p.n - 1) * p.ld_q + (size_t)(kvh * group + g0) * hd;
     if (a.rope.head_dim) {   /* this position's key lies in the last split */
         rope_fold<DPL, F16>(a, p, kvh, kvh * group + g0, G, s == S - 1, sq);
         qv = &sq[0][0];
     }
+    ak_pdl_trigger();
     tr_.mark();
     float q[MG][DPL], acc[MG][DPL], m[MG], l[MG];
 #pragma unroll
@@ -166,16 +182,16 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
     }
     /* AK_DEC_UNROLL keys per warp at a time: all their K and V loads in flight together */
     for (int j0 = k0 + w; j0 < k1; j0 += AK_DEC_WARPS * AK_DEC_UNROLL) {
-        float kk[AK_DEC_UNROLL][DPL], vv[AK_DEC_UNROLL][DPL];
+        const bool first = j0 == k0 + w;
 #pragma unroll
         for (int t = 0; t < AK_DEC_UNROLL; t++) {
             int j = j0 + t * AK_DEC_WARPS;
-            if (j < k1) {
-                load_dpl<DPL, F16>(a.b[1], base + (size_t)j * hd + DPL * lane, kk[t]);
-                load_dpl<DPL, F16>(a.b[2], base + (size_t)j * hd + DPL * lane, vv[t]);
-            } else {
+            if (j >= k1) {
 #pragma unroll
                 for (int e = 0; e < DPL; e++) kk[t][e] = vv[t][e] = 0.f;
+            } else if (!first || j >= cur) {
+                load_dpl<DPL, F16>(a.b[1], base + (size_t)j * hd + DPL * lane, kk[t]);
+                load_dpl<DPL, F16>(a.b[2], base + (size_t)j * hd + DPL * lane, vv[t]);
             }
         }
         /* the unrolled keys' scores first (their warp sums overlap), then one online
@@ -215,8 +231,9 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
     }
     __syncthreads();
     /* the warps' partial softmaxes into this split's (max, sum, V) per head */
-    float *scratch = (float *)a.scratch;
-    const int SM = gridDim.y;
+    float *scratch = (float *)a.scratch, *out = (float *)a.b[3] + (size_t)(p.n - 1) * p.n_heads * hd;
+    const int SM = gridDim.y, PS = hd + AK_ATTN_PART_PAD;
+    const bool fold = a.mrg_splits && S <= AK_ATTN_FOLD;
     for (int t = threadIdx.x; t < G * hd; t += blockDim.x) {
         int g = t / hd, d = t % hd;
         float M = -INFINITY;
@@ -228,40 +245,46 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
                 L += sh[v][g][1] * f;
                 A += sh[v][g][2 + d] * f;
             }
-        if (S == 1) {   /* the only split: the result */
-            ((float *)a.b[3])[(size_t)(p.n - 1) * p.n_heads * hd + (size_t)(kvh * group + g0 + g) * hd + d] = L > 0.f ? A / L : 0.f;
+        if (S == 1 && !fold) {   /* the only split: the result */
+            out[(size_t)(kvh * group + g0 + g) * hd + d] = L > 0.f ? A / L : 0.f;
             continue;
         }
-        float *part = scratch + ((size_t)(kvh * group + g0 + g) * SM + s) * (hd + 2);
-        part[2 + d] = A;
+        float *part = scratch + ((size_t)(kvh * group + g0 + g) * SM + s) * PS;
+        part[AK_ATTN_PART_PAD + d] = A;
         if (d == 0) { part[0] = M; part[1] = L; }
     }
-    if (S == 1) return;
-    uint32_t *cnt = (uint32_t *)(scratch + (size_t)p.n_heads * SM * (hd + 2)) + blockIdx.x;
-    __threadfence();
+    if (S == 1 || fold) return;
+    /* the last block of this KV head to get here merges; one release-acquire atomic
+     * (two fence.sc, as __threadfence, cost 0.5 us more per layer) */
+    uint32_t *cnt = (uint32_t *)(scratch + (size_t)p.n_heads * SM * PS) + blockIdx.x;
     __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(cnt, 1u) == (uint32_t)S - 1;
+    if (threadIdx.x == 0) {
+        uint32_t old;
+        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(cnt) : "memory");
+        last = old == (uint32_t)S - 1;
+    }
     __syncthreads();
     if (!last) return;
-    __threadfence();
     for (int t = threadIdx.x; t < G * hd; t += blockDim.x) {
         int h = kvh * group + g0 + t / hd, d = t % hd;
-        /* L2 loads (__ldcg: the other blocks' writes are visible there after their fence
-         * and ours) the compiler may batch; volatile ones went one round trip at a time */
-        const float *ph = scratch + (size_t)h * SM * (hd + 2);
+        /* L2 loads (__ldcg: the other blocks' writes are visible there after their
+         * release and our acquire) the compiler may batch; volatile ones went one round
+         * trip at a time. Two passes, the maximum first: an online merge (a chain of
+         * rescales) cost 13 us more per layer at 2048 keys. */
+        const float *ph = scratch + (size_t)h * SM * PS;
         float M = -INFINITY;
 #pragma unroll 8
-        for (int u = 0; u < S; u++) M = fmaxf(M, __ldcg(ph + (size_t)u * (hd + 2)));
+        for (int u = 0; u < S; u++) M = fmaxf(M, __ldcg(ph + (size_t)u * PS));
         float L = 0.f, A = 0.f;
 #pragma unroll 8
         for (int u = 0; u < S; u++) {
-            const float *pu = ph + (size_t)u * (hd + 2);
-            float mt = __ldcg(pu), lt = __ldcg(pu + 1), at = __ldcg(pu + 2 + d);
+            const float *pu = ph + (size_t)u * PS;
+            float mt = __ldcg(pu), lt = __ldcg(pu + 1), at = __ldcg(pu + AK_ATTN_PART_PAD + d);
             float f = mt == -INFINITY ? 0.f : expf(mt - M);
             L += lt * f;
             A += at * f;
         }
-        ((float *)a.b[3])[(size_t)(p.n - 1) * p.n_heads * hd + (size_t)h * hd + d] = L > 0.f ? A / L : 0.f;
+        out[(size_t)h * hd + d] = L > 0.f ? A / L : 0.f;
     }
     if (threadIdx.x == 0) *cnt = 0;
 }

@@ -247,7 +247,7 @@ static size_t cmd_scratch(ak_cuda_cmd *c, int max_rows, ak_cuda_ctx *x, ak_err *
     case AK_K_ATTN_DECODE: {
         const ak_p_attn *a = p;
         c->aux[1] = ak_cuda_attn_splits(a->max_seq);
-        return (size_t)a->n_heads * c->aux[1] * (a->head_dim + 2) * 4 + (size_t)a->n_heads * 4;
+        return (size_t)a->n_heads * c->aux[1] * (a->head_dim + AK_ATTN_PART_PAD) * 4 + (size_t)a->n_heads * 4;
     }
     case AK_K_ARGMAX:
         c->aux[0] = ak_cuda_argmax_blocks(((const ak_p_argmax *)p)->vocab);
@@ -315,6 +315,43 @@ static bool rope_foldable(const cuda_table *t, const ak_table *tab, int i) {
         }
     }
     return true;
+}
+
+/* The attention at i and the GEMV after it, if that GEMV can merge the attention's
+ * splits as it reads x: one row, the streaming kernel, x the whole attention output. */
+static bool merge_pair(const cuda_table *t, int i) {
+    if (i + 1 >= t->n || t->cmds[i].kernel != AK_K_ATTN_DECODE) return false;
+    const ak_cuda_cmd *c = &t->cmds[i], *n = &t->cmds[i + 1];
+    const ak_p_attn *at = (const ak_p_attn *)c->a.p;
+    return at->n == 1 && n->kernel == AK_K_GEMV && n->a.b[3] == c->a.b[3] &&
+           (!n->a.pro || n->a.pro == AK_CUDA_PRO_MERGE) &&
+           ((const ak_p_mm *)n->a.p)->K == at->n_heads * at->head_dim && ak_cuda_gemv_fusable(&n->a, n->kernel);
+}
+
+/* Decode: each attention leaves up to AK_ATTN_FOLD splits unmerged and the output
+ * projection after it merges them in its x prologue, which saves the attention's
+ * cross-block merge (an atomic and a round of loads, 3 to 5 us per layer at short
+ * context). Only where every command that binds an attention output buffer is such an
+ * attention or such a GEMV: the buffer then goes unwritten. Runs before fuse_decode,
+ * on the table's own indices. */
+static void fold_merges(cuda_table *t, const ak_table *tab) {
+    for (int i = 0; i < t->n; i++) {
+        if (!merge_pair(t, i)) continue;
+        const void *out = t->cmds[i].a.b[3];
+        bool ok = true;
+        for (int j = 0; j < t->n && ok; j++)
+            for (int s = 0; s < tab->cmds[j].nbind && ok; s++)
+                if (t->cmds[j].a.b[s] == out)
+                    ok = s == 3 && (merge_pair(t, j) || (j > 0 && merge_pair(t, j - 1)));
+        if (!ok) continue;
+        ak_cuda_args *a = &t->cmds[i].a, *g = &t->cmds[i + 1].a;
+        const ak_p_attn *at = (const ak_p_attn *)a->p;
+        a->mrg_splits = g->mrg_splits = t->cmds[i].aux[1];
+        g->mrg_hd = at->head_dim;
+        g->mrg_window = at->window;
+        g->pro = AK_CUDA_PRO_MERGE;
+        g->pro_w = a->scratch;
+    }
 }
 
 /* Decode fusions. Around the RMSNorms: "x += W h; xn = norm(x) w; y = W' xn" becomes
@@ -448,6 +485,7 @@ static ak_status cu_encode(ak_backend *b, const ak_table *tab, void *const bufs[
     cudaError_t ce = cudaStreamSynchronize(cb->ctx.stream);
     if (ce != cudaSuccess) { st = cfail(err, ce, "encode"); goto fail; }
     if (t->max_rows == 1) {
+        fold_merges(t, tab);
         fuse_decode(t, tab);
         plan_trace(t);
         /* decode: one graph per step, and one of AK_CUDA_UNROLL steps */

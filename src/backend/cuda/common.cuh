@@ -166,6 +166,13 @@ __device__ __forceinline__ float ak_dev_act(int act, float x) {
     }
 }
 
+/* Decode attention: the key splits a step uses, one per 32 visible keys (one unrolled
+ * step of every warp) up to the grid's, so that the shortest contexts need no merge. */
+__host__ __device__ inline int ak_attn_used_splits(int keys, int grid_splits) {
+    int s = (keys + 31) / 32;
+    return s < grid_splits ? s : grid_splits;
+}
+
 static inline int ak_cdiv(int64_t a, int64_t b) { return (int)((a + b - 1) / b); }
 
 #endif

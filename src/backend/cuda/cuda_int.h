@@ -46,12 +46,21 @@ typedef struct {
      * parameters and its qk-norm weights, inv_freq and bias; rope.head_dim 0: not folded. */
     ak_p_rope_kv rope;
     const void *rb[4];
+    /* Decode: the attention's split merge folded into the GEMV after it (see fold_merges):
+     * on both, the attention's grid splits (0: not folded); on the GEMV (pro PRO_MERGE,
+     * pro_w the attention's scratch) its head size and sliding window. */
+    int32_t mrg_splits, mrg_hd, mrg_window;
     /* AKUNU_CUDA_TRACE: this command's row of the step timeline, and the traced position */
     int32_t trace_id, trace_pos;
     unsigned long long *trace;
 } ak_cuda_args;
 
-enum { AK_CUDA_PRO_NONE = 0, AK_CUDA_PRO_NORM, AK_CUDA_PRO_ACT };
+enum { AK_CUDA_PRO_NONE = 0, AK_CUDA_PRO_NORM, AK_CUDA_PRO_ACT, AK_CUDA_PRO_MERGE };
+
+/* Decode attention scratch: per head and split (max, sum, pad, pad, weighted V[head_dim]),
+ * V 16-byte aligned; the next GEMV merges up to AK_ATTN_FOLD splits itself. */
+#define AK_ATTN_PART_PAD 4
+#define AK_ATTN_FOLD 4
 
 /* Shared state of the launchers. */
 typedef struct {

@@ -81,10 +81,11 @@ template <int DT> static size_t gq_smem(int K, int tmax) {
 
 /* x as int8 codes in shared memory: per 32 values d = max|x| / 127, the codes and their
  * sum, with TPB threads per 32 values (all loads of a thread in flight at once), x made
- * on the way (PRO: RMSNorm with pro_w, or act(g) * u with u at x + K). */
+ * on the way (PRO: RMSNorm with pro_w, act(g) * u with u at x + K, or the merge of the
+ * attention's ms splits in pro_w, where ms > 0). */
 template <int TPB, int PRO>
 __device__ __forceinline__ void gq_prep(const ak_cuda_args &a, const float *x, int K, int nb, int8_t *xq, float *xd,
-                                        int *xs) {
+                                        int *xs, int ms) {
     constexpr int V = 32 / TPB;
     const int per = AK_GQ_THREADS / TPB, sub = threadIdx.x % TPB;
     /* RMSNorm: with one pass (every block has its threads) the sum of squares comes from
@@ -107,12 +108,38 @@ __device__ __forceinline__ void gq_prep(const ak_cuda_args &a, const float *x, i
         float v[V], w[V];
 #pragma unroll
         for (int i = 0; i < V; i++) v[i] = w[i] = 0.f;
-        if (in) {
+        if (in && PRO == AK_CUDA_PRO_MERGE && ms) {
+            /* x[k0, k0 + V) lies in one head: merge its splits with the arithmetic of
+             * the attention's own merge */
+            const int hd = a.mrg_hd, PS = hd + AK_ATTN_PART_PAD;   /* per split: max, sum, pad, pad, V */
+            const float *ph = a.pro_w + (size_t)(k0 / hd) * a.mrg_splits * PS;
+            float M = -INFINITY, mu[AK_ATTN_FOLD];
+#pragma unroll
+            for (int u = 0; u < AK_ATTN_FOLD; u++) {
+                mu[u] = u < ms ? __ldcg(ph + (size_t)u * PS) : -INFINITY;
+                M = fmaxf(M, mu[u]);
+            }
+            float L = 0.f;
+#pragma unroll
+            for (int u = 0; u < AK_ATTN_FOLD; u++) {
+                if (mu[u] == -INFINITY) continue;
+                const float *pu = ph + (size_t)u * PS;
+                const float f = expf(mu[u] - M);
+                L += __ldcg(pu + 1) * f;
+#pragma unroll
+                for (int c = 0; c < V / 4; c++) {
+                    float4 t = __ldcg((const float4 *)(pu + AK_ATTN_PART_PAD + k0 % hd) + c);
+                    v[4 * c] += t.x * f; v[4 * c + 1] += t.y * f; v[4 * c + 2] += t.z * f; v[4 * c + 3] += t.w * f;
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < V; i++) v[i] = L > 0.f ? v[i] / L : 0.f;
+        } else if (in) {
 #pragma unroll
             for (int c = 0; c < V / 4; c++) {
                 float4 t = ((const float4 *)(x + k0))[c];
                 v[4 * c] = t.x; v[4 * c + 1] = t.y; v[4 * c + 2] = t.z; v[4 * c + 3] = t.w;
-                if (PRO != AK_CUDA_PRO_NONE) {
+                if (PRO == AK_CUDA_PRO_NORM || PRO == AK_CUDA_PRO_ACT) {
                     t = ((const float4 *)(PRO == AK_CUDA_PRO_ACT ? x + K + k0 : a.pro_w + k0))[c];
                     w[4 * c] = t.x; w[4 * c + 1] = t.y; w[4 * c + 2] = t.z; w[4 * c + 3] = t.w;
                 }
@@ -226,8 +253,14 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
     float *xd = (float *)(smem + K);
     int *xs = (int *)(xd + nb);
     const float *x = (const float *)a.b[3] + (p.last_only ? (size_t)(p.n - 1) * p.ld_x : 0);
-    if (4 * nb <= AK_GQ_THREADS) gq_prep<4, PRO>(a, x, K, nb, xq, xd, xs);
-    else gq_prep<1, PRO>(a, x, K, nb, xq, xd, xs);
+    int ms = 0;   /* the attention's splits to merge: those it left unmerged */
+    if (PRO == AK_CUDA_PRO_MERGE) {
+        const int kv = st_.pos + st_.n, keys = a.mrg_window > 0 && kv > a.mrg_window ? a.mrg_window : kv;
+        ms = ak_attn_used_splits(keys, a.mrg_splits);
+        ms = ms <= AK_ATTN_FOLD ? ms : 0;
+    }
+    if (4 * nb <= AK_GQ_THREADS) gq_prep<4, PRO>(a, x, K, nb, xq, xd, xs, ms);
+    else gq_prep<1, PRO>(a, x, K, nb, xq, xd, xs, ms);
     __syncthreads();
     tr_.mark();
 
@@ -414,6 +447,7 @@ static cudaError_t launch_segs(const ak_cuda_args &a, const ak_p_mm *p, int g0, 
         switch (a.pro) {
         case AK_CUDA_PRO_NORM: return launch_q<AK_CUDA_PRO_NORM>(a, p->dtype[g0], total, sr, p->K, st);
         case AK_CUDA_PRO_ACT: return launch_q<AK_CUDA_PRO_ACT>(a, p->dtype[g0], total, sr, p->K, st);
+        case AK_CUDA_PRO_MERGE: return launch_q<AK_CUDA_PRO_MERGE>(a, p->dtype[g0], total, sr, p->K, st);
         default: return launch_q<AK_CUDA_PRO_NONE>(a, p->dtype[g0], total, sr, p->K, st);
         }
     }
@@ -450,6 +484,7 @@ template <int DT, int JC> static cudaError_t gq_init() {
     cudaError_t e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NONE, JC>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NORM, JC>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_ACT, JC>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_MERGE, JC>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
     return e;
 }
 extern "C" int ak_cuda_init_gemv(void) {

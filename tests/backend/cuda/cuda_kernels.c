@@ -4,8 +4,9 @@
  * other kernels against the CPU backend on the same inputs. GEMV and GEMM for every dtype (fast and
  * generic GEMV paths, batched GEMV, cuBLAS GEMM, multi-segment, mixed dtypes, bias, last
  * row only), activation+down, embedding per dtype (repacked and file layouts), decode
- * attention at long context (split-K) and tiled prefill attention (GQA, causal, sliding
- * window, softcap, F16 cache), RoPE + KV write, norms, argmax.
+ * attention at long context (split-K), decode attention with its split merge folded into
+ * the output projection, and tiled prefill attention (GQA, causal, sliding window,
+ * softcap, F16 cache), RoPE + KV write, norms, argmax.
  * Exits 77 (skipped) where no GPU is present. */
 #include "backend/backend.h"
 #include "core/dtype.h"
@@ -316,8 +317,12 @@ static void test_embed(void) {
         }
 }
 
-/* Attention with the K/V cache filled at random; decode at long context and prefill. */
-static void one_attn(int prefill, int n, int pos, int nh, int nkv, int hd, int max_seq, int kv_f16, int window, float softcap, int causal) {
+/* Attention with the K/V cache filled at random; decode at long context and prefill.
+ * proj (a dtype, decode only): an output projection after the attention, whose x
+ * prologue merges the attention's splits (PRO_MERGE), compared on its output; the
+ * attention and projection run twice, as two layers would. */
+static void one_attn(int prefill, int n, int pos, int nh, int nkv, int hd, int max_seq, int kv_f16, int window, float softcap, int causal,
+                     int proj) {
     world w;
     memset(&w, 0, sizeof w);
     int ld_q = (nh + 2 * nkv) * hd;
@@ -342,35 +347,84 @@ static void one_attn(int prefill, int n, int pos, int nh, int nkv, int hd, int m
     c->off_pos = 4;
     c->off_kv = 8;
     c->off_n = 0;
+    const int K = nh * hd, N = 96;
+    if (proj) {
+        w_set(&w, AK_BUF_WEIGHTS, ak_dtype_row_bytes(proj, K) * N);
+        fill_quant(w.data[AK_BUF_WEIGHTS], proj, (int64_t)K * N);
+        w_set(&w, AK_BUF_T, (size_t)N * 4);
+        ak_p_mm pm = {.n = 1, .K = K, .nseg = 1, .N = {N}, .dtype = {proj}, .ld_x = K, .ld_y = N};
+        c = ak_table_push(&tb, AK_K_GEMV, &pm, sizeof pm, "attn_output");
+        for (int s = 0; s < 3; s++) ak_cmd_bind(c, s, AK_BUF_WEIGHTS, 0);
+        ak_cmd_bind(c, 3, AK_BUF_ATT, 0);
+        ak_cmd_bind(c, 4, AK_BUF_T, 0);
+        ak_cmd_bind(c, 5, AK_BUF_WEIGHTS, 0);
+        /* the pair again, as the next layer's on the same buffers: every pair folds */
+        for (int i = 0; i < 2; i++) {
+            ak_cmd *d = ak_table_push(&tb, (ak_kernel)tb.cmds[i].kernel, tb.cmds[i].params, sizeof tb.cmds[i].params, tb.labels[i]);
+            if (d) *d = tb.cmds[i];
+        }
+    }
     tb.max_rows = n;
     ak_run r = {.pos = pos, .n = n, .steps = 1};
     size_t off = prefill ? 0 : (size_t)(n - 1) * nh * hd * 4, cnt = prefill ? (size_t)n * nh * hd : (size_t)nh * hd;
-    double d = compare(&tb, &w, r, AK_BUF_ATT, off, cnt);
-    /* the tensor-core prefill (F16 cache, heads of 64 or 128) rounds q and p to f16 */
-    double tol = prefill && kv_f16 && (hd == 64 || hd == 128) ? 3e-3 : 1e-5;
-    CHECK(d <= tol, "attn %s n %d pos %d heads %d/%d hd %d f16 %d window %d softcap %g causal %d: rel %.3g",
-          prefill ? "prefill" : "decode", n, pos, nh, nkv, hd, kv_f16, window, (double)softcap, causal, d);
-    printf("attn %-7s n %3d pos %4d hd %3d f16 %d window %3d: rel %.2e\n", prefill ? "prefill" : "decode", n, pos, hd, kv_f16, window, d);
+    double d, tol;
+    if (proj) {
+        /* against the CPU's attention output times the dequantized weights (the CPU
+         * backend's own GEMV keeps panel copies by weight address, which these tests
+         * reuse); where the projection merges, the attention leaves its output unwritten */
+        float *ca = run_on(cpu, &tb, &w, r, AK_BUF_ATT, off, cnt), *ga = run_on(gpu, &tb, &w, r, AK_BUF_ATT, off, cnt);
+        float *got = run_on(gpu, &tb, &w, r, AK_BUF_T, 0, N), *row = malloc((size_t)K * sizeof(float));
+        double *ref = calloc(N, sizeof(double));
+        for (int j = 0; ca && j < N; j++) {
+            deq_row(proj, w.data[AK_BUF_WEIGHTS], K, j, row);
+            for (int k = 0; k < K; k++) ref[j] += (double)row[k] * ca[k];
+        }
+        d = vs_ref(got, ref, N);
+        tol = mm_tol(proj, 1, 0, K);
+        int keys = window > 0 && pos + 1 > window ? window : pos + 1, grid = (max_seq + 31) / 32 < 16 ? (max_seq + 31) / 32 : 16;
+        int splits = (keys + 31) / 32 < grid ? (keys + 31) / 32 : grid, zero = 1;
+        for (size_t i = 0; ga && i < cnt; i++) zero = zero && ga[i] == 0.f;
+        CHECK(ga && zero == (splits <= 4), "attn + proj pos %d: %d splits, output %s", pos, splits, zero ? "unwritten" : "written");
+        free(ca);
+        free(ga);
+        free(got);
+        free(row);
+        free(ref);
+    } else {
+        d = compare(&tb, &w, r, AK_BUF_ATT, off, cnt);
+        /* the tensor-core prefill (F16 cache, heads of 64 or 128) rounds q and p to f16 */
+        tol = prefill && kv_f16 && (hd == 64 || hd == 128) ? 3e-3 : 1e-5;
+    }
+    CHECK(d <= tol, "attn %s n %d pos %d heads %d/%d hd %d f16 %d window %d softcap %g causal %d proj %d: rel %.3g",
+          prefill ? "prefill" : "decode", n, pos, nh, nkv, hd, kv_f16, window, (double)softcap, causal, proj, d);
+    printf("attn %-7s n %3d pos %4d hd %3d f16 %d window %3d%s: rel %.2e\n", prefill ? "prefill" : "decode", n, pos, hd, kv_f16,
+           window, proj ? " + proj" : "", d);
     ak_table_free(&tb);
     w_free(&w);
 }
 
 static void test_attention(void) {
-    one_attn(0, 1, 0, 8, 2, 64, 1000, 0, 0, 0, 1);
-    one_attn(0, 1, 700, 8, 2, 64, 1000, 0, 0, 0, 1);
-    one_attn(0, 1, 999, 4, 4, 128, 1000, 1, 0, 0, 1);
-    one_attn(0, 1, 900, 8, 1, 256, 1000, 0, 300, 30.f, 1);
-    one_attn(0, 1, 4000, 32, 8, 128, 4096, 1, 0, 0, 1);
-    one_attn(1, 100, 300, 8, 2, 64, 1000, 0, 0, 0, 1);
-    one_attn(1, 37, 0, 4, 4, 128, 512, 1, 0, 0, 1);
-    one_attn(1, 70, 100, 8, 1, 256, 512, 0, 50, 50.f, 1);
-    one_attn(1, 33, 0, 4, 2, 32, 64, 0, 0, 0, 0);
+    one_attn(0, 1, 0, 8, 2, 64, 1000, 0, 0, 0, 1, 0);
+    one_attn(0, 1, 700, 8, 2, 64, 1000, 0, 0, 0, 1, 0);
+    one_attn(0, 1, 999, 4, 4, 128, 1000, 1, 0, 0, 1, 0);
+    one_attn(0, 1, 900, 8, 1, 256, 1000, 0, 300, 30.f, 1, 0);
+    one_attn(0, 1, 4000, 32, 8, 128, 4096, 1, 0, 0, 1, 0);
+    one_attn(1, 100, 300, 8, 2, 64, 1000, 0, 0, 0, 1, 0);
+    one_attn(1, 37, 0, 4, 4, 128, 512, 1, 0, 0, 1, 0);
+    one_attn(1, 70, 100, 8, 1, 256, 512, 0, 50, 50.f, 1, 0);
+    one_attn(1, 33, 0, 4, 2, 32, 64, 0, 0, 0, 0, 0);
     /* tensor cores: partial tiles, GQA, window + softcap, not causal, one row */
-    one_attn(1, 100, 300, 8, 2, 64, 1000, 1, 0, 0, 1);
-    one_attn(1, 130, 50, 8, 2, 128, 512, 1, 40, 30.f, 1);
-    one_attn(1, 70, 0, 4, 4, 64, 128, 1, 0, 0, 0);
-    one_attn(1, 1, 10, 4, 2, 128, 64, 1, 0, 0, 1);
-    one_attn(1, 512, 0, 16, 8, 128, 1024, 1, 0, 0, 1);
+    one_attn(1, 100, 300, 8, 2, 64, 1000, 1, 0, 0, 1, 0);
+    one_attn(1, 130, 50, 8, 2, 128, 512, 1, 40, 30.f, 1, 0);
+    one_attn(1, 70, 0, 4, 4, 64, 128, 1, 0, 0, 0, 0);
+    one_attn(1, 1, 10, 4, 2, 128, 64, 1, 0, 0, 1, 0);
+    one_attn(1, 512, 0, 16, 8, 128, 1024, 1, 0, 0, 1, 0);
+    /* decode + projection: 1 to 4 splits merged by the projection, more by the attention,
+     * a sliding window of 2 splits at a long position, GQA 4 and 1, F32 and F16 caches */
+    const int pp[] = {0, 31, 40, 100, 127, 128, 300, 999};
+    for (int i = 0; i < 8; i++) one_attn(0, 1, pp[i], 8, 2, 64, 1000, i & 1, 0, 0, 1, i & 2 ? AK_Q4_0 : AK_Q8_0);
+    one_attn(0, 1, 700, 4, 4, 128, 1000, 1, 50, 30.f, 1, AK_Q8_0);
+    one_attn(0, 1, 90, 32, 8, 128, 4096, 1, 0, 0, 1, AK_Q4_0);
 }
 
 static void test_rope_norm_argmax(void) {
