@@ -328,22 +328,25 @@ static bool merge_pair(const cuda_table *t, int i) {
            ((const ak_p_mm *)n->a.p)->K == at->n_heads * at->head_dim && ak_cuda_gemv_fusable(&n->a, n->kernel);
 }
 
+/* Whether every command that binds buf binds it as slot s0 of a command i with
+ * pair(t, i), or as slot s1 of the command after one: the pairs may then change what
+ * passes between them through buf. */
+static bool bound_in_pairs(const cuda_table *t, const ak_table *tab, const void *buf, bool (*pair)(const cuda_table *, int),
+                           int s0, int s1) {
+    for (int j = 0; j < t->n; j++)
+        for (int s = 0; s < tab->cmds[j].nbind; s++)
+            if (t->cmds[j].a.b[s] == buf && !((s == s0 && pair(t, j)) || (s == s1 && j > 0 && pair(t, j - 1)))) return false;
+    return true;
+}
+
 /* Decode: each attention leaves up to AK_ATTN_FOLD splits unmerged and the output
  * projection after it merges them in its x prologue, which saves the attention's
  * cross-block merge (an atomic and a round of loads, 3 to 5 us per layer at short
- * context). Only where every command that binds an attention output buffer is such an
- * attention or such a GEMV: the buffer then goes unwritten. Runs before fuse_decode,
+ * context). The attention output buffer then goes unwritten. Runs before fuse_decode,
  * on the table's own indices. */
 static void fold_merges(cuda_table *t, const ak_table *tab) {
     for (int i = 0; i < t->n; i++) {
-        if (!merge_pair(t, i)) continue;
-        const void *out = t->cmds[i].a.b[3];
-        bool ok = true;
-        for (int j = 0; j < t->n && ok; j++)
-            for (int s = 0; s < tab->cmds[j].nbind && ok; s++)
-                if (t->cmds[j].a.b[s] == out)
-                    ok = s == 3 && (merge_pair(t, j) || (j > 0 && merge_pair(t, j - 1)));
-        if (!ok) continue;
+        if (!merge_pair(t, i) || !bound_in_pairs(t, tab, t->cmds[i].a.b[3], merge_pair, 3, 3)) continue;
         ak_cuda_args *a = &t->cmds[i].a, *g = &t->cmds[i + 1].a;
         const ak_p_attn *at = (const ak_p_attn *)a->p;
         a->mrg_splits = g->mrg_splits = t->cmds[i].aux[1];
@@ -351,6 +354,29 @@ static void fold_merges(cuda_table *t, const ak_table *tab) {
         g->mrg_window = at->window;
         g->pro = AK_CUDA_PRO_MERGE;
         g->pro_w = a->scratch;
+    }
+}
+
+/* The gate/up GEMV at i and the act_down after it, if the GEMV can write act(g) * u
+ * itself (gated): gate and up alike, one row, both on the streaming kernel. */
+static bool gate_pair(const cuda_table *t, int i) {
+    if (i + 1 >= t->n || t->cmds[i].kernel != AK_K_GEMV || t->cmds[i + 1].kernel != AK_K_GEMV_ACT_DOWN) return false;
+    const ak_cuda_cmd *c = &t->cmds[i], *n = &t->cmds[i + 1];
+    const ak_p_mm *m = (const ak_p_mm *)c->a.p;
+    const ak_p_act_down *d = (const ak_p_act_down *)n->a.p;
+    ak_cuda_args g = c->a;
+    g.gated = 1;
+    return m->n == 1 && m->nseg == 2 && m->N[0] == m->N[1] && m->dtype[0] == m->dtype[1] && d->K == m->N[0] &&
+           n->a.b[1] == c->a.b[4] && ak_cuda_gemv_fusable(&g, c->kernel) && ak_cuda_gemv_fusable(&n->a, n->kernel);
+}
+
+/* Decode: the gate/up GEMV writes act(g) * u, and the act_down reads it as its x (half
+ * the floats every one of its blocks reads, and no activation in its prologue). */
+static void fold_gates(cuda_table *t, const ak_table *tab) {
+    for (int i = 0; i < t->n; i++) {
+        if (!gate_pair(t, i) || !bound_in_pairs(t, tab, t->cmds[i].a.b[4], gate_pair, 4, 1)) continue;
+        t->cmds[i].a.gated = t->cmds[i + 1].a.gated = 1;
+        t->cmds[i].a.act = ((const ak_p_act_down *)t->cmds[i + 1].a.p)->act;
     }
 }
 
@@ -486,6 +512,7 @@ static ak_status cu_encode(ak_backend *b, const ak_table *tab, void *const bufs[
     if (ce != cudaSuccess) { st = cfail(err, ce, "encode"); goto fail; }
     if (t->max_rows == 1) {
         fold_merges(t, tab);
+        fold_gates(t, tab);
         fuse_decode(t, tab);
         plan_trace(t);
         /* decode: one graph per step, and one of AK_CUDA_UNROLL steps */

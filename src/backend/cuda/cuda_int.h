@@ -50,6 +50,9 @@ typedef struct {
      * on both, the attention's grid splits (0: not folded); on the GEMV (pro PRO_MERGE,
      * pro_w the attention's scratch) its head size and sliding window. */
     int32_t mrg_splits, mrg_hd, mrg_window;
+    /* Decode: act(gate) * up made by the gate/up GEMV's epilogue (see fold_gates): on the
+     * GEMV (with act), write it to y[0, N); on the act_down, x is it. */
+    int32_t gated;
     /* AKUNU_CUDA_TRACE: this command's row of the step timeline, and the traced position */
     int32_t trace_id, trace_pos;
     unsigned long long *trace;

@@ -62,15 +62,16 @@ template <int DT> struct gq_shape {
     static constexpr int U = DT == AK_Q4_0 ? 4 : 2;
     static constexpr int STAGE = U * ITEM;
 };
-/* How a launch cuts rows: S slices of JC items, groups of S warps per block. */
+/* How a launch cuts rows: S slices of JC items, groups of S warps per block. With pair
+ * (the gated epilogue, see k_gemv_q) a group takes rows two at a time. */
 struct gq_cut { int S, JC, groups, tmax; };
-template <int DT> static gq_cut gq_plan(int K, int total, int blocks) {
+template <int DT> static gq_cut gq_plan(int K, int total, int blocks, bool pair) {
     int J = (K / 32 + 31) / 32;
     gq_cut c;
     c.S = (J + gq_shape<DT>::MAX_JC - 1) / gq_shape<DT>::MAX_JC;
     c.JC = (J + c.S - 1) / c.S;
     c.groups = blocks * (AK_GQ_WARPS / c.S);
-    c.tmax = c.S > 1 ? (total + c.groups - 1) / c.groups : 0;   /* slice sums kept per warp */
+    c.tmax = c.S <= 1 ? 0 : pair ? 2 * ((total / 2 + c.groups - 1) / c.groups) : (total + c.groups - 1) / c.groups;   /* slice sums kept per warp */
     return c;
 }
 static __host__ __device__ size_t gq_x_bytes(int K) { return ((size_t)K + (size_t)(K / 32) * 8 + 15) & ~(size_t)15; }
@@ -78,6 +79,11 @@ template <int DT> static size_t gq_smem(int K, int tmax) {
     return gq_x_bytes(K) + (size_t)AK_GQ_WARPS * AK_GQ_STAGES * gq_shape<DT>::STAGE + (size_t)AK_GQ_WARPS * tmax * 4;
 }
 #define AK_GQ_SMEM_MAX (225 * 1024)   /* the opt-in limit is 227 KB, static shared memory included */
+
+/* act(g) * u, SiLU with the fast exp and divide (the product becomes int8 codes next). */
+__device__ __forceinline__ float gq_act_mul(int act, float g, float u) {
+    return act == AK_ACT_SILU ? __fdividef(g, 1.0f + __expf(-g)) * u : ak_dev_act(act, g) * u;
+}
 
 /* x as int8 codes in shared memory: per 32 values d = max|x| / 127, the codes and their
  * sum, with TPB threads per 32 values (all loads of a thread in flight at once), x made
@@ -153,8 +159,7 @@ __device__ __forceinline__ void gq_prep(const ak_cuda_args &a, const float *x, i
         }
 #pragma unroll
         for (int i = 0; i < V; i++) {
-            if (PRO == AK_CUDA_PRO_ACT)   /* SiLU with the fast exp and divide: x becomes int8 codes next */
-                v[i] = !in ? 0.f : a.act == AK_ACT_SILU ? __fdividef(v[i], 1.0f + __expf(-v[i])) * w[i] : ak_dev_act(a.act, v[i]) * w[i];
+            if (PRO == AK_CUDA_PRO_ACT) v[i] = in ? gq_act_mul(a.act, v[i], w[i]) : 0.f;
             else if (PRO == AK_CUDA_PRO_NORM) v[i] = v[i] * r * w[i];
         }
         float amax = 0.f;
@@ -200,7 +205,13 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
      * neighbouring rows (as a plain copy would), not thousands of scattered streams */
     const int c0 = seg_start(p, sr.g0), c1 = seg_start(p, sr.g1), groups = gridDim.x * RG;
     const int r0 = c0 + blockIdx.x * RG + rg;
-    const int nrow = rg < RG && r0 < c1 ? (c1 - r0 + groups - 1) / groups : 0;
+    /* gated (a.gated, segments gate and up of NP rows each): a group takes gate row r,
+     * then up row NP + r, and writes act(gate) * up to y[r] itself, so that the down
+     * projection reads half the floats and no activation (every one of its blocks reads
+     * all of x: 114 KB each on 8B) */
+    const int NP = a.gated ? p.N[0] : 0;
+    const int nrow = !(rg < RG && r0 < (NP ? NP : c1)) ? 0 : NP ? 2 * ((NP - r0 + groups - 1) / groups) : (c1 - r0 + groups - 1) / groups;
+    auto next_row = [&](int r) { return !NP ? r + groups : r < NP ? r + NP : r - NP + groups; };
     const int items = nrow * JC, j0 = s * JC;   /* this warp's first item of a row */
     uint8_t *ring = smem + gq_x_bytes(K) + (size_t)wid * AK_GQ_STAGES * Sh::STAGE;
     float *part = (float *)(smem + gq_x_bytes(K) + (size_t)AK_GQ_WARPS * AK_GQ_STAGES * Sh::STAGE);
@@ -231,7 +242,7 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
             fleft--;
             if (++fj == JC) {
                 fj = 0;
-                frow += groups;
+                frow = next_row(frow);
                 if (fleft) seek();
             }
         }
@@ -284,6 +295,7 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
     float *y = (float *)a.b[4];
     const float *bias = p.has_bias ? (const float *)a.b[5] : NULL;
     int crow = r0, t = 0;
+    float gk = 0.f;   /* gated: the gate row's sum, until its up row */
     for (int i0 = 0, slot = 0; i0 < items; i0 += U, slot = slot + 1 == AK_GQ_STAGES ? 0 : slot + 1) {
         issue(slot == 0 ? AK_GQ_STAGES - 1 : slot - 1);   /* the slot computed last round */
         cp_async_wait<AK_GQ_STAGES - 1>();
@@ -320,22 +332,39 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
             }
             float v = ak_warp_sum(racc);
             if (S == 1) {
-                if (lane == 0) {
+                if (lane == 0 && NP) {
+                    if (crow < NP) gk = v;
+                    else y[crow - NP] = gq_act_mul(a.act, gk, v);
+                } else if (lane == 0) {
                     if (bias && crow < p.N[0]) v += bias[crow];
                     y[crow] = a.acc ? y[crow] + v : v;
                 }
             } else if (lane == 0) {
                 part[wid * tmax + t] = v;
             }
-            crow += groups;
+            crow = next_row(crow);
             t++;
         }
         __syncwarp();
     }
     cp_async_wait<0>();
     if (S == 1) return;
-    /* the slices of each row meet: thread i closes row t = i / RG of group i % RG */
+    /* the slices of each row meet: thread i closes row t = i / RG of group i % RG (gated:
+     * rows 2q and 2q + 1, gate and up of pair q) */
     __syncthreads();
+    if (NP) {
+        for (int i = threadIdx.x; i < RG * tmax / 2; i += blockDim.x) {
+            int g = i % RG, q = i / RG, pr = blockIdx.x * RG + g + q * groups;
+            if (pr >= NP) continue;
+            float gv = 0.f, uv = 0.f;
+            for (int u = 0; u < S; u++) {
+                gv += part[(g * S + u) * tmax + 2 * q];
+                uv += part[(g * S + u) * tmax + 2 * q + 1];
+            }
+            y[pr] = gq_act_mul(a.act, gv, uv);
+        }
+        return;
+    }
     for (int i = threadIdx.x; i < RG * tmax; i += blockDim.x) {
         int g = i % RG, tt = i / RG, row = c0 + blockIdx.x * RG + g + tt * groups;
         if (row >= c1) continue;
@@ -400,8 +429,8 @@ static int gq_blocks(int total) {
     int blocks = ak_cdiv(total, AK_GQ_WARPS);   /* 16 warps per multiprocessor, fewer blocks for small matrices */
     return blocks < ak_cuda_n_sm ? blocks : ak_cuda_n_sm;
 }
-template <int DT> static bool gq_fits(int K, int total) {
-    gq_cut c = gq_plan<DT>(K, total, gq_blocks(total));
+template <int DT> static bool gq_fits(int K, int total, bool pair) {
+    gq_cut c = gq_plan<DT>(K, total, gq_blocks(total), pair);
     return c.S <= AK_GQ_WARPS && gq_smem<DT>(K, c.tmax) <= AK_GQ_SMEM_MAX;
 }
 
@@ -415,13 +444,16 @@ static bool fast_ok(const ak_cuda_args &a, const ak_p_mm *p, int g0, int g1) {
         ok = ok && p->dtype[g] == dt && aligned16(a.b[g]);
         total += p->N[g];
     }
-    return ok && (dt == AK_Q8_0 ? gq_fits<AK_Q8_0>(p->K, total) : gq_fits<AK_Q4_0>(p->K, total));
+    /* gated: one launch of both segments, gate and up alike, no bias or residual add */
+    const bool pair = a.gated;
+    ok = ok && (!pair || (g0 == 0 && g1 == 2 && p->nseg == 2 && p->N[0] == p->N[1] && !p->has_bias && !a.acc));
+    return ok && (dt == AK_Q8_0 ? gq_fits<AK_Q8_0>(p->K, total, pair) : gq_fits<AK_Q4_0>(p->K, total, pair));
 }
 
 template <int DT, int PRO>
 static cudaError_t launch_q(const ak_cuda_args &a, int total, seg_range sr, int K, cudaStream_t st) {
     int blocks = gq_blocks(total);
-    gq_cut c = gq_plan<DT>(K, total, blocks);
+    gq_cut c = gq_plan<DT>(K, total, blocks, a.gated);
     dim3 g(blocks), b(AK_GQ_THREADS);
     size_t sm = gq_smem<DT>(K, c.tmax);
     switch (c.JC) {
@@ -451,7 +483,7 @@ static cudaError_t launch_segs(const ak_cuda_args &a, const ak_p_mm *p, int g0, 
         default: return launch_q<AK_CUDA_PRO_NONE>(a, p->dtype[g0], total, sr, p->K, st);
         }
     }
-    if (a.pro || a.acc) return cudaErrorInvalidValue;   /* the encoder fuses only what fast_ok takes */
+    if (a.pro || a.acc || a.gated) return cudaErrorInvalidValue;   /* the encoder fuses only what fast_ok takes */
     return ak_launch(k_gemv_generic, dim3(ak_cdiv(total, AK_GEMV_THREADS / 32)), dim3(AK_GEMV_THREADS), 0, st, a, sr);
 }
 
@@ -476,6 +508,7 @@ static ak_cuda_args act_down_args(const ak_cuda_args &c) {
     g.b[4] = c.b[2];
     g.b[5] = NULL;
     g.act = q->act;
+    g.gated = 0;
     return g;
 }
 
@@ -537,10 +570,11 @@ __global__ void k_act_vec(ak_cuda_args a) {
 extern "C" int ak_cuda_gemv_act_down(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
     ak_cuda_args g = act_down_args(c->a);
     const ak_p_mm *p = (const ak_p_mm *)g.p;
-    if (fast_ok(g, p, 0, 1)) {
-        g.pro = AK_CUDA_PRO_ACT;
+    if (fast_ok(g, p, 0, 1)) {   /* gated: the GEMV before wrote act(g) * u already */
+        g.pro = c->a.gated ? AK_CUDA_PRO_NONE : AK_CUDA_PRO_ACT;
         return (int)launch_segs(g, p, 0, 1, 1, x->stream);
     }
+    if (c->a.gated) return (int)cudaErrorInvalidValue;
     cudaError_t e = ak_launch(k_act_vec, dim3(ak_cdiv(p->K, 256)), dim3(256), 0, x->stream, c->a);
     if (e != cudaSuccess) return (int)e;
     g.b[3] = c->a.scratch;

@@ -231,6 +231,13 @@ static void test_matmul(void) {
     one_mm(q4, 1, 4096, Nbig, 64, 0, 0, 0);
 }
 
+/* act(g) in double. */
+static double act_ref(int act, double g) {
+    return act == AK_ACT_SILU ? g / (1 + exp(-g))
+         : act == AK_ACT_GELU_TANH ? 0.5 * g * (1 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)))
+         : 0.5 * g * (1 + erf(g * 0.7071067811865475));
+}
+
 static void test_act_down(void) {
     for (int ti = 0; ti < NTYPES; ti++)
         for (int act = 0; act < 3; act++) {
@@ -255,10 +262,7 @@ static void test_act_down(void) {
             float *row = malloc((size_t)K * sizeof(float)), *gu = (float *)w.data[AK_BUF_GU];
             double *h = malloc((size_t)K * sizeof(double));
             for (int k = 0; k < K; k++) {
-                double g = gu[k], a = act == AK_ACT_SILU ? g / (1 + exp(-g))
-                                   : act == AK_ACT_GELU_TANH ? 0.5 * g * (1 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)))
-                                   : 0.5 * g * (1 + erf(g * 0.7071067811865475));
-                h[k] = a * gu[K + k];
+                h[k] = act_ref(act, gu[k]) * gu[K + k];
             }
             for (int j = 0; j < N; j++) {
                 deq_row(t, w.data[0], K, j, row);
@@ -277,6 +281,76 @@ static void test_act_down(void) {
 }
 
 /* Embedding rows, alone (file layout) and tied to a GEMV that repacks the table. */
+/* The gate/up GEMV and the act_down after it, twice (two layers on the same buffers):
+ * decode folds act(g) * u into the GEMV's epilogue (gated), which then never writes the
+ * up half of its output; against a double reference. K 4096 in Q8_0 takes the path of
+ * slices meeting in shared memory. */
+static void test_gated(void) {
+    const int Ks[] = {1024, 4096}, Ns[] = {768, 2816}, N2 = 96;
+    const ak_dtype dts[] = {AK_Q4_0, AK_Q8_0};
+    for (int v = 0; v < 8; v++) {
+        ak_dtype t = dts[v & 1];
+        int K = Ks[(v >> 1) & 1], N = Ns[v >> 2], act = v % 3;
+        world w;
+        memset(&w, 0, sizeof w);
+        size_t rb = ak_dtype_row_bytes(t, K), off_u = (rb * N + 255) & ~(size_t)255, off_d = off_u + ((rb * N + 255) & ~(size_t)255);
+        w_set(&w, AK_BUF_WEIGHTS, off_d + ak_dtype_row_bytes(t, N) * N2);
+        fill_quant(w.data[0], t, (int64_t)K * N);
+        fill_quant(w.data[0] + off_u, t, (int64_t)K * N);
+        fill_quant(w.data[0] + off_d, t, (int64_t)N * N2);
+        w_rand(&w, AK_BUF_XN, (size_t)K * 4, 1.f);
+        w_set(&w, AK_BUF_GU, (size_t)2 * N * 4);
+        w_set(&w, AK_BUF_T, (size_t)N2 * 4);
+        ak_table tb = {0};
+        for (int l = 0; l < 2; l++) {
+            ak_p_mm pm = {.n = 1, .K = K, .nseg = 2, .N = {N, N}, .dtype = {t, t}, .ld_x = K, .ld_y = 2 * N};
+            ak_cmd *c = ak_table_push(&tb, AK_K_GEMV, &pm, sizeof pm, "gate_up");
+            ak_cmd_bind(c, 0, AK_BUF_WEIGHTS, 0);
+            ak_cmd_bind(c, 1, AK_BUF_WEIGHTS, off_u);
+            ak_cmd_bind(c, 2, AK_BUF_WEIGHTS, 0);
+            ak_cmd_bind(c, 3, AK_BUF_XN, 0);
+            ak_cmd_bind(c, 4, AK_BUF_GU, 0);
+            ak_cmd_bind(c, 5, AK_BUF_WEIGHTS, 0);
+            ak_p_act_down pd = {.n = 1, .K = N, .N = N2, .dtype = t, .act = act, .ld_gu = 2 * N};
+            c = ak_table_push(&tb, AK_K_GEMV_ACT_DOWN, &pd, sizeof pd, "act_down");
+            ak_cmd_bind(c, 0, AK_BUF_WEIGHTS, off_d);
+            ak_cmd_bind(c, 1, AK_BUF_GU, 0);
+            ak_cmd_bind(c, 2, AK_BUF_T, 0);
+        }
+        tb.max_rows = 1;
+        ak_run r = {.pos = 0, .n = 1, .steps = 1};
+        const float *x = (const float *)w.data[AK_BUF_XN];
+        float *row = malloc((size_t)(K > N ? K : N) * sizeof(float));
+        double *h = malloc((size_t)N * sizeof(double)), ref[96];
+        for (int j = 0; j < N; j++) {
+            double g = 0, u = 0;
+            deq_row(t, w.data[0], K, j, row);
+            for (int k = 0; k < K; k++) g += (double)row[k] * x[k];
+            deq_row(t, w.data[0] + off_u, K, j, row);
+            for (int k = 0; k < K; k++) u += (double)row[k] * x[k];
+            h[j] = act_ref(act, g) * u;
+        }
+        for (int j = 0; j < N2; j++) {
+            deq_row(t, w.data[0] + off_d, N, j, row);
+            ref[j] = 0;
+            for (int k = 0; k < N; k++) ref[j] += (double)row[k] * h[k];
+        }
+        float *got = run_on(gpu, &tb, &w, r, AK_BUF_T, 0, N2), *up = run_on(gpu, &tb, &w, r, AK_BUF_GU, (size_t)N * 4, N);
+        double d = vs_ref(got, ref, N2);
+        int zero = 1;
+        for (int j = 0; up && j < N; j++) zero = zero && up[j] == 0.f;
+        CHECK(d <= 2e-2, "gated %s K %d N %d act %d: rel %.3g", ak_dtype_info[t].name, K, N, act, d);
+        CHECK(up && zero, "gated %s K %d N %d: the up half was written (not folded)", ak_dtype_info[t].name, K, N);
+        printf("gated %-5s K %4d N %4d act %d: rel %.2e\n", ak_dtype_info[t].name, K, N, act, d);
+        free(got);
+        free(up);
+        free(row);
+        free(h);
+        ak_table_free(&tb);
+        w_free(&w);
+    }
+}
+
 static void test_embed(void) {
     for (int ti = 0; ti < NTYPES; ti++)
         for (int tied = 0; tied < 2; tied++) {
@@ -521,6 +595,7 @@ int main(void) {
     if (ak_backend_cpu_create(4, &cpu, &err) || ak_backend_cuda_create(&gpu, &err)) { fprintf(stderr, "%s\n", err.msg); return 1; }
     test_matmul();
     test_act_down();
+    test_gated();
     test_embed();
     test_attention();
     test_rope_norm_argmax();
