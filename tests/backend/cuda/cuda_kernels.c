@@ -351,6 +351,17 @@ static void test_gated(void) {
     }
 }
 
+/* Appends y = W x, one row, W (K x N of dtype t) at the start of the weights. */
+static void push_gemv(ak_table *tb, int K, int N, ak_dtype t, ak_buf_id x, ak_buf_id y, const char *label) {
+    ak_p_mm p = {.n = 1, .K = K, .nseg = 1, .N = {N}, .dtype = {t}, .ld_x = K, .ld_y = N};
+    ak_cmd *c = ak_table_push(tb, AK_K_GEMV, &p, sizeof p, label);
+    if (!c) return;
+    for (int s = 0; s < 3; s++) ak_cmd_bind(c, s, AK_BUF_WEIGHTS, 0);
+    ak_cmd_bind(c, 3, x, 0);
+    ak_cmd_bind(c, 4, y, 0);
+    ak_cmd_bind(c, 5, AK_BUF_WEIGHTS, 0);
+}
+
 static void test_embed(void) {
     for (int ti = 0; ti < NTYPES; ti++)
         for (int tied = 0; tied < 2; tied++) {
@@ -375,12 +386,7 @@ static void test_embed(void) {
             c->patch = AK_PATCH_TOK_IN | AK_PATCH_N;
             c->bind_tok = 1;
             if (tied) {
-                ak_p_mm q = {.n = 1, .K = dim, .nseg = 1, .N = {V}, .dtype = {t}, .ld_x = dim, .ld_y = V};
-                c = ak_table_push(&tb, AK_K_GEMV, &q, sizeof q, "logits");
-                for (int s = 0; s < 3; s++) ak_cmd_bind(c, s, AK_BUF_WEIGHTS, 0);
-                ak_cmd_bind(c, 3, AK_BUF_XN, 0);
-                ak_cmd_bind(c, 4, AK_BUF_LOGITS, 0);
-                ak_cmd_bind(c, 5, AK_BUF_WEIGHTS, 0);
+                push_gemv(&tb, dim, V, t, AK_BUF_XN, AK_BUF_LOGITS, "logits");
             }
             tb.max_rows = n;
             ak_run r = {.pos = 3, .n = n, .steps = 1};
@@ -426,12 +432,7 @@ static void one_attn(int prefill, int n, int pos, int nh, int nkv, int hd, int m
         w_set(&w, AK_BUF_WEIGHTS, ak_dtype_row_bytes(proj, K) * N);
         fill_quant(w.data[AK_BUF_WEIGHTS], proj, (int64_t)K * N);
         w_set(&w, AK_BUF_T, (size_t)N * 4);
-        ak_p_mm pm = {.n = 1, .K = K, .nseg = 1, .N = {N}, .dtype = {proj}, .ld_x = K, .ld_y = N};
-        c = ak_table_push(&tb, AK_K_GEMV, &pm, sizeof pm, "attn_output");
-        for (int s = 0; s < 3; s++) ak_cmd_bind(c, s, AK_BUF_WEIGHTS, 0);
-        ak_cmd_bind(c, 3, AK_BUF_ATT, 0);
-        ak_cmd_bind(c, 4, AK_BUF_T, 0);
-        ak_cmd_bind(c, 5, AK_BUF_WEIGHTS, 0);
+        push_gemv(&tb, K, N, proj, AK_BUF_ATT, AK_BUF_T, "attn_output");
         /* the pair again, as the next layer's on the same buffers: every pair folds */
         for (int i = 0; i < 2; i++) {
             ak_cmd *d = ak_table_push(&tb, (ak_kernel)tb.cmds[i].kernel, tb.cmds[i].params, sizeof tb.cmds[i].params, tb.labels[i]);
