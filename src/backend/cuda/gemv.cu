@@ -195,6 +195,10 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
     /* items per stage: whole slices */
     constexpr int U = (Sh::U / JC > 0 ? Sh::U / JC : 1) * JC;
     extern __shared__ __align__(16) uint8_t smem[];
+    /* the step first, ahead of the weight requests (only the argmax writes it, and it has
+     * finished: every kernel lets its successor in only after its own wait) */
+    ak_trace_t tr_;
+    const ak_stepv st_ = ak_step(a);
     ak_p_mm p;
     memcpy(&p, a.p, sizeof p);
     const int K = p.K, nb = K / 32;
@@ -248,12 +252,10 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
         }
         cp_async_commit();
     };
-    ak_trace_t tr_;
 #pragma unroll
     for (int st = 0; st < AK_GQ_STAGES - 1; st++) issue(st);
     ak_pdl_wait();
     ak_pdl_trigger();
-    const ak_stepv st_ = ak_step(a);
     tr_.start(a, st_);
     if (st_.stopped) return;
     p = ak_params<ak_p_mm>(a, st_);
