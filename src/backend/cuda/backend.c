@@ -324,7 +324,7 @@ static bool merge_pair(const cuda_table *t, int i) {
     const ak_cuda_cmd *c = &t->cmds[i], *n = &t->cmds[i + 1];
     const ak_p_attn *at = (const ak_p_attn *)c->a.p;
     return at->n == 1 && n->kernel == AK_K_GEMV && n->a.b[3] == c->a.b[3] &&
-           (!n->a.pro || n->a.pro == AK_CUDA_PRO_MERGE) &&
+           (!n->a.pro || n->a.pro == AK_CUDA_PRO_MERGE) &&   /* PRO_MERGE: folded already */
            ((const ak_p_mm *)n->a.p)->K == at->n_heads * at->head_dim && ak_cuda_gemv_fusable(&n->a, n->kernel);
 }
 

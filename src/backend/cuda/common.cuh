@@ -45,8 +45,10 @@ __device__ __forceinline__ int32_t *ak_tok_ptr(const ak_cuda_args &a, const ak_s
 
 /* Programmatic dependent launch (sm_90): a kernel may start while its predecessor
  * finishes; it waits (griddepcontrol.wait) before it touches anything the predecessor
- * writes or reads, then lets its own successor start. Work that reads only weights
- * can go before the wait. No-ops before sm_90. */
+ * writes or reads, then lets its own successor start. So when a kernel starts, every
+ * kernel before its predecessor has finished, and reads of only their results can go
+ * before the wait: weights, the step (only the argmax writes it), the KV cache of
+ * earlier positions. No-ops before sm_90. */
 __device__ __forceinline__ void ak_pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
