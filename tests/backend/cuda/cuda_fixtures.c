@@ -2,93 +2,14 @@
  * Face's float32 logits (rel L2 over all 24 positions: f32 1e-4, f16 5e-3, q8_0 4e-2):
  * prefill in one chunk (cuBLAS GEMM), in chunks of 5 (batched GEMV) and of 1, the decode
  * table (CUDA graph), the unfused table, an F16 KV cache; greedy continuations through
- * prefill + chain decode equal the manifest's; chain decode equals single decode steps.
- * Exits 77 (skipped) where no GPU is present. */
-#include "akunu.h"
-#include "core/session.h"
+ * prefill + chain decode equal the manifest's; chain decode equals single decode steps; a
+ * stop token ends the chain (the common steps in fixture_util.c). Exits 77 (skipped)
+ * where no GPU is present. */
+#include "fixture_util.h"
 #include "test_util.h"
-#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static const char *models[] = {"llama", "llama31", "qwen2", "qwen3", "gemma", "gemma2", "gemma3"};
-static int32_t prompt[64];
-static int n_prompt;
-static char *manifest;
-
-typedef struct { const char *type; double tol; } tol_t;
-static const tol_t tols[] = {{"f32", 1e-4}, {"f16", 5e-3}, {"q8_0", 4e-2}};
-
-static ak_session_params params(int chunk, ak_kv_type kv) {
-    ak_session_params p = ak_session_default_params();
-    p.chunk = chunk;
-    p.kv_type = kv;
-    p.backend = AK_BACKEND_CUDA;
-    return p;
-}
-
-static float *run_logits(ak_model *m, int chunk, bool decode, bool unfused, ak_kv_type kv) {
-    int V = ak_model_vocab(m);
-    ak_session_params p = params(chunk, kv);
-    p.logits_all = true;
-    ak_session *s;
-    ak_err err = {{0}};
-    if (ak_session_create_ex(m, &p, unfused, &s, &err)) { CHECK(0, "session: %s", err.msg); return NULL; }
-    CHECK(!strcmp(ak_session_backend(s), "cuda"), "backend %s", ak_session_backend(s));
-    float *lg = malloc((size_t)n_prompt * V * sizeof(float));
-    int32_t next;
-    ak_status st = AK_OK;
-    if (decode)
-        for (int i = 0; i < n_prompt && !st; i++) st = ak_decode(s, prompt[i], &next, lg + (size_t)i * V, &err);
-    else
-        st = ak_prefill(s, prompt, n_prompt, &next, lg, &err);
-    CHECK(st == AK_OK, "run: %s", err.msg);
-    ak_session_free(s);
-    if (st) { free(lg); return NULL; }
-    return lg;
-}
-
-static void greedy(ak_model *m, const char *name, const char *type, ak_kv_type kv) {
-    int32_t want[16], got[17], next, eos = ak_model_eos(m);
-    int nw = ak_json_ints(manifest, name, "greedy_continuation", want, 16);
-    CHECK(nw == 16, "%s: manifest greedy_continuation", name);
-    ak_session_params p = params(0, kv);
-    ak_session *s;
-    ak_err err = {{0}};
-    if (ak_session_create(m, &p, &s, &err)) { CHECK(0, "%s", err.msg); return; }
-    CHECK(ak_prefill(s, prompt, n_prompt, &next, NULL, &err) == AK_OK, "%s", err.msg);
-    got[0] = next;
-    int n = 0;
-    CHECK(ak_chain_decode(s, next, 15, &eos, 1, got + 1, &n, &err) == AK_OK, "%s", err.msg);
-    CHECK(n == 15, "%s %s: chain produced %d tokens", name, type, n);
-    int same = n == 15;
-    for (int i = 0; i < 16 && same; i++) same = got[i] == want[i];
-    CHECK(same, "%s %s (kv %s): greedy continuation differs from Hugging Face's", name, type, kv ? "f16" : "f32");
-    printf("%-8s %-5s greedy kv=%s %s\n", name, type, kv ? "f16" : "f32", same ? "matches" : "DIFFERS");
-
-    /* chain decode of 16 (two unrolled graphs) equals 16 decode calls from the same state */
-    ak_session *a, *b;
-    if (ak_session_create(m, &p, &a, &err) || ak_session_create(m, &p, &b, &err)) { CHECK(0, "%s", err.msg); ak_session_free(s); return; }
-    int32_t na, nb, chain[16], single[16];
-    CHECK(!ak_prefill(a, prompt, n_prompt, &na, NULL, &err) && !ak_prefill(b, prompt, n_prompt, &nb, NULL, &err), "%s", err.msg);
-    int nc = 0;
-    CHECK(ak_chain_decode(a, na, 16, NULL, 0, chain, &nc, &err) == AK_OK && nc == 16, "chain: %s", err.msg);
-    int32_t t = nb;
-    for (int i = 0; i < 16; i++) { CHECK(ak_decode(b, t, &single[i], NULL, &err) == AK_OK, "%s", err.msg); t = single[i]; }
-    CHECK(memcmp(chain, single, sizeof chain) == 0, "%s %s: chain decode differs from single decode steps", name, type);
-    CHECK(ak_session_pos(a) == ak_session_pos(b) && ak_session_pos(a) == n_prompt + 16, "positions");
-    /* a stop token ends the chain after it, on the device */
-    ak_session_reset(a);
-    CHECK(!ak_prefill(a, prompt, n_prompt, &na, NULL, &err), "%s", err.msg);
-    int32_t stop = chain[9], out[16];
-    CHECK(ak_chain_decode(a, na, 16, &stop, 1, out, &nc, &err) == AK_OK, "%s", err.msg);
-    int first = 0;
-    while (chain[first] != stop) first++;
-    CHECK(nc == first + 1 && out[nc - 1] == stop, "%s %s: stop after %d tokens, expected %d", name, type, nc, first + 1);
-    ak_session_free(a);
-    ak_session_free(b);
-    ak_session_free(s);
-}
 
 static void check(const char *name, const char *type, const char *what, const float *lg, const float *ref, size_t n, double tol) {
     double e = ak_rel_l2(lg, ref, n);
@@ -96,50 +17,30 @@ static void check(const char *name, const char *type, const char *what, const fl
     CHECK(e <= tol, "%s %s %s: rel L2 %.3g > %.0e", name, type, what, e, tol);
 }
 
+/* One fixture model in one storage type. */
+static void one(const ak_fx *f, const char *name, const ak_fx_type *ty, ak_model *m, const float *ref) {
+    size_t n = (size_t)f->n_prompt * ak_model_vocab(m);
+    struct { int chunk; bool decode, unfused; ak_kv_type kv; const char *what; } v[] = {
+        {0, false, false, AK_KV_F32, "prefill"}, {5, false, false, AK_KV_F32, "chunk 5"},
+        {1, false, false, AK_KV_F32, "chunk 1"}, {0, true, false, AK_KV_F32, "decode (graph)"},
+        {7, false, true, AK_KV_F32, "unfused chunk 7"}, {0, true, true, AK_KV_F32, "unfused decode"},
+        {0, false, false, AK_KV_F16, "prefill kv=f16"}, {0, true, false, AK_KV_F16, "decode kv=f16"}};
+    for (size_t k = 0; k < sizeof v / sizeof *v; k++) {
+        if (v[k].kv == AK_KV_F16 && strcmp(ty->type, "f32") == 0) continue;
+        float *o = ak_fx_logits(f, m, v[k].chunk, v[k].decode, v[k].unfused, v[k].kv);
+        if (!o) continue;
+        double tol = v[k].kv == AK_KV_F16 && ty->tol < 5e-3 ? 5e-3 : ty->tol;
+        check(name, ty->type, v[k].what, o, ref, n, tol);
+        free(o);
+    }
+    if (strcmp(ty->type, "q8_0") != 0) ak_fx_greedy(f, m, name, ty->type, AK_KV_F32);
+    if (!strcmp(ty->type, "f16")) ak_fx_greedy(f, m, name, ty->type, AK_KV_F16);
+}
+
 int main(void) {
     if (!ak_cuda_available()) { printf("no CUDA GPU: skipped\n"); return 77; }
-    size_t sz;
-    manifest = ak_read_file(ak_fixture("manifest.json"), &sz);
-    CHECK(manifest != NULL, "manifest.json not found under %s", ak_fixture(""));
-    if (!manifest) return ak_test_done();
-    manifest = realloc(manifest, sz + 1);
-    manifest[sz] = 0;
-    n_prompt = ak_json_ints(manifest, NULL, "prompt_ids", prompt, 64);
-    CHECK(n_prompt == 24, "prompt_ids: %d", n_prompt);
-
-    for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
-        const char *name = models[mi];
-        char rel[256];
-        snprintf(rel, sizeof rel, "%s/logits.hf.f32", name);
-        size_t rsz;
-        float *ref = ak_read_file(ak_fixture(rel), &rsz);
-        CHECK(ref && rsz == (size_t)n_prompt * 512 * 4, "%s: reference logits", name);
-        if (!ref) continue;
-        for (size_t ti = 0; ti < sizeof tols / sizeof *tols; ti++) {
-            snprintf(rel, sizeof rel, "%s/%s-%s.gguf", name, name, tols[ti].type);
-            ak_model *m;
-            ak_err err = {{0}};
-            if (ak_model_load(ak_fixture(rel), &m, &err)) { CHECK(0, "%s: %s", rel, err.msg); continue; }
-            size_t n = (size_t)n_prompt * ak_model_vocab(m);
-            struct { int chunk; bool decode, unfused; ak_kv_type kv; const char *what; } v[] = {
-                {0, false, false, AK_KV_F32, "prefill"}, {5, false, false, AK_KV_F32, "chunk 5"},
-                {1, false, false, AK_KV_F32, "chunk 1"}, {0, true, false, AK_KV_F32, "decode (graph)"},
-                {7, false, true, AK_KV_F32, "unfused chunk 7"}, {0, true, true, AK_KV_F32, "unfused decode"},
-                {0, false, false, AK_KV_F16, "prefill kv=f16"}, {0, true, false, AK_KV_F16, "decode kv=f16"}};
-            for (size_t k = 0; k < sizeof v / sizeof *v; k++) {
-                if (v[k].kv == AK_KV_F16 && strcmp(tols[ti].type, "f32") == 0) continue;
-                float *o = run_logits(m, v[k].chunk, v[k].decode, v[k].unfused, v[k].kv);
-                if (!o) continue;
-                double tol = v[k].kv == AK_KV_F16 && tols[ti].tol < 5e-3 ? 5e-3 : tols[ti].tol;
-                check(name, tols[ti].type, v[k].what, o, ref, n, tol);
-                free(o);
-            }
-            if (strcmp(tols[ti].type, "q8_0") != 0) greedy(m, name, tols[ti].type, AK_KV_F32);
-            if (!strcmp(tols[ti].type, "f16")) greedy(m, name, tols[ti].type, AK_KV_F16);
-            ak_model_free(m);
-        }
-        free(ref);
-    }
-    free(manifest);
+    ak_fx f;
+    if (ak_fx_open(&f, AK_BACKEND_CUDA)) ak_fx_each(&f, one);
+    ak_fx_close(&f);
     return ak_test_done();
 }
