@@ -3,6 +3,7 @@
  * attention (online softmax over key blocks), with GQA, causal mask, sliding window
  * and logit softcap. */
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/exp512.h"
 #include <math.h>
 #include <string.h>
 #if defined(__x86_64__)
@@ -133,25 +134,6 @@ void ak_cpu_attn_decode(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) 
 #define QB AK_ATTN_QB
 #define KB AK_ATTN_KB
 
-/* e^x for x <= 0; lanes below -87.3 (so -inf too) give 0, without denormals. */
-A512 static AINL __m512 exp512(__m512 x) {
-    const __m512 lo = _mm512_set1_ps(-87.33654f);
-    __mmask16 live = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ);
-    x = _mm512_max_ps(x, lo);
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    x = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);     /* Cody-Waite: ln 2 = C1 + C2 */
-    x = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), x);
-    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
-    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
-    y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.f)));
-    return _mm512_maskz_mov_ps(live, _mm512_scalef_ps(y, n));
-}
-
 /* Scores of u consecutive keys (rows of k, stride hd) for the 16 queries of qt[d][16]. */
 A512 static AINL void qk512_t(const int u, const float *qt, const float *k, int hd, __m512 *acc) {
 #pragma GCC unroll 8
@@ -273,9 +255,9 @@ A512 static void attn_prefill_512(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_
              * and its exps run against 0 (so give 0) rather than -inf - -inf */
             __m512 Mn = _mm512_max_ps(M, mx);
             __m512 Ms = _mm512_mask_mov_ps(Mn, _mm512_cmp_ps_mask(Mn, ninf, _CMP_EQ_OQ), _mm512_setzero_ps());
-            __m512 corr = exp512(_mm512_sub_ps(M, Ms)), sum = _mm512_setzero_ps();
+            __m512 corr = ak_exp512(_mm512_sub_ps(M, Ms)), sum = _mm512_setzero_ps();
             for (int j = 0; j < nk; j++) {
-                __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(ST + j * QB), Ms));
+                __m512 e = ak_exp512(_mm512_sub_ps(_mm512_loadu_ps(ST + j * QB), Ms));
                 _mm512_storeu_ps(ST + j * QB, e);
                 sum = _mm512_add_ps(sum, e);
             }

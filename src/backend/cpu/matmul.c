@@ -316,7 +316,7 @@ void ak_cpu_gemv_act_down(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls
     const ak_p_act_down *p = (const ak_p_act_down *)c->p;
     const float *gu = c->b[1];
     float *h = tls->scratch;
-    for (int k = 0; k < p->K; k++) h[k] = ak_act_apply(p->act, gu[k]) * gu[p->K + k];
+    ak_cpu_act_row(p->act, gu, gu + p->K, h, p->K);
     if (c->pk[0] && !(ak_cpu_act_f32 && block_type((ak_dtype)p->dtype))) {
         int64_t lo, hi;
         ak_split(n_panels(p->N), ith, nth, &lo, &hi);

@@ -1,0 +1,27 @@
+/* e^x on AVX-512 for x <= 0: Cephes' expf polynomial (~1 ulp next to libm); lanes below
+ * -87.3 (so -inf too) give 0, without denormals. For files that test ak_cpu_simd >= 2
+ * before calling it from a function compiled for AVX-512 F (or more). */
+#ifndef AK_CPU_EXP512_H
+#define AK_CPU_EXP512_H
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+__attribute__((target("avx512f"), always_inline)) static inline __m512 ak_exp512(__m512 x) {
+    const __m512 lo = _mm512_set1_ps(-87.33654f);
+    __mmask16 live = _mm512_cmp_ps_mask(x, lo, _CMP_GE_OQ);
+    x = _mm512_max_ps(x, lo);
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    x = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);     /* Cody-Waite: ln 2 = C1 + C2 */
+    x = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), x);
+    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+    y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.f)));
+    return _mm512_maskz_mov_ps(live, _mm512_scalef_ps(y, n));
+}
+#endif
+#endif
