@@ -19,6 +19,9 @@ void *ak_read_file(const char *path, size_t *size);
 uint32_t ak_rand_u32(uint64_t *state);
 float ak_rand_f(uint64_t *state); /* uniform in [-1, 1) */
 double ak_rel_l2(const float *out, const float *ref, size_t n);
+/* The activation act (ak_act) of x in double; tanh-GELU as x / (1 + e^-2y), the same as
+ * 0.5 x (1 + tanh y) but without its cancellation for negative x. */
+double ak_act_ref(int act, double x);
 
 
 

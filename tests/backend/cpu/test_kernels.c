@@ -101,13 +101,6 @@ static void test_matmul(void) {
                 }
 }
 
-static double act_ref(int act, double x) {
-    if (act == AK_ACT_SILU) return x / (1 + exp(-x));
-    /* 0.5 x (1 + tanh(y)) as x / (1 + e^-2y), which does not cancel for negative x */
-    if (act == AK_ACT_GELU_TANH) return x / (1 + exp(-2 * sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-    return 0.5 * x * (1 + erf(x / sqrt(2)));
-}
-
 static void test_act_down(void) {
     const int Ks[] = {1, 31, 352};
     for (size_t ki = 0; ki < 3; ki++)
@@ -115,7 +108,7 @@ static void test_act_down(void) {
             int K = Ks[ki], N = 11;
             float *gu = rnd(2 * (size_t)K, 3), *w = rnd((size_t)N * K, 1), y[11], h[1024];
             double ref[11];
-            for (int k = 0; k < K; k++) h[k] = (float)(act_ref(act, gu[k]) * gu[K + k]);
+            for (int k = 0; k < K; k++) h[k] = (float)(ak_act_ref(act, gu[k]) * gu[K + k]);
             for (int j = 0; j < N; j++) { ref[j] = 0; for (int k = 0; k < K; k++) ref[j] += (double)w[(size_t)j * K + k] * h[k]; }
             for (size_t t = 0; t < 4; t++) {
                 ak_cpu_cmd c = {0};
@@ -131,13 +124,13 @@ static void test_act_down(void) {
                 c.b[0] = gu; c.b[1] = o;
                 run(ak_cpu_act_gate, &c, thread_counts[t], 0);
                 double dmax = 0;
-                for (int k = 0; k < K; k++) dmax = fmax(dmax, fabs(o[k] - act_ref(act, gu[k]) * gu[K + k]));
+                for (int k = 0; k < K; k++) dmax = fmax(dmax, fabs(o[k] - ak_act_ref(act, gu[k]) * gu[K + k]));
                 CHECK(dmax < 1e-5 * 30, "act_gate K=%d act=%d: %g", K, act, dmax);
                 pa.gated = 0;   /* plain activation (BERT's FFN) */
                 memcpy(c.p, &pa, sizeof pa);
                 run(ak_cpu_act_gate, &c, thread_counts[t], 0);
                 dmax = 0;
-                for (int k = 0; k < K; k++) dmax = fmax(dmax, fabs(o[k] - act_ref(act, gu[k])));
+                for (int k = 0; k < K; k++) dmax = fmax(dmax, fabs(o[k] - ak_act_ref(act, gu[k])));
                 CHECK(dmax < 1e-5 * 10, "act K=%d act=%d: %g", K, act, dmax);
             }
             free(gu); free(w);
@@ -164,7 +157,7 @@ static void test_act_range(void) {
             ak_cpu_act_row(act, g, gated ? u : NULL, o, K);
             double worst = 0;
             for (int k = 0; k < K; k++) {
-                double x = g[k], w = gated ? u[k] : 1.0, r = act_ref(act, x) * w, rel = 5e-7, slack = 0;
+                double x = g[k], w = gated ? u[k] : 1.0, r = ak_act_ref(act, x) * w, rel = 5e-7, slack = 0;
                 if (act == AK_ACT_GELU_TANH) {
                     rel += 3e-7 * fabs(2 * sqrt(2 / M_PI) * (x + 0.044715 * x * x * x));
                     if (ak_cpu_simd < 2) slack = 1e-7 * fabs(x) * w;

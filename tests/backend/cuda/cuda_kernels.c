@@ -231,13 +231,6 @@ static void test_matmul(void) {
     one_mm(q4, 1, 4096, Nbig, 64, 0, 0, 0);
 }
 
-/* act(g) in double. */
-static double act_ref(int act, double g) {
-    return act == AK_ACT_SILU ? g / (1 + exp(-g))
-         : act == AK_ACT_GELU_TANH ? 0.5 * g * (1 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)))
-         : 0.5 * g * (1 + erf(g * 0.7071067811865475));
-}
-
 static void test_act_down(void) {
     for (int ti = 0; ti < NTYPES; ti++)
         for (int act = 0; act < 3; act++) {
@@ -262,7 +255,7 @@ static void test_act_down(void) {
             float *row = malloc((size_t)K * sizeof(float)), *gu = (float *)w.data[AK_BUF_GU];
             double *h = malloc((size_t)K * sizeof(double));
             for (int k = 0; k < K; k++) {
-                h[k] = act_ref(act, gu[k]) * gu[K + k];
+                h[k] = ak_act_ref(act, gu[k]) * gu[K + k];
             }
             for (int j = 0; j < N; j++) {
                 deq_row(t, w.data[0], K, j, row);
@@ -328,7 +321,7 @@ static void test_gated(void) {
             for (int k = 0; k < K; k++) g += (double)row[k] * x[k];
             deq_row(t, w.data[0] + off_u, K, j, row);
             for (int k = 0; k < K; k++) u += (double)row[k] * x[k];
-            h[j] = act_ref(act, g) * u;
+            h[j] = ak_act_ref(act, g) * u;
         }
         for (int j = 0; j < N2; j++) {
             deq_row(t, w.data[0] + off_d, N, j, row);
