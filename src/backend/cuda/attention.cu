@@ -117,8 +117,8 @@ __device__ void rope_fold(const ak_cuda_args &a, const ak_p_attn &p, int kvh, in
     __syncthreads();
 }
 
-/* Decode, flash-decoding style. A block takes one KV head, up to 32 / DPL of the query
- * heads that share it (GQA: K and V are read once for all of them) and one chunk of
+/* Decode, flash-decoding style. A block takes one KV head, MG of the query heads that
+ * share it (GQA: K and V are read once for all of them) and one chunk of
  * keys; its warps take alternate keys, a lane per DPL neighbouring dimensions of the
  * head (one vector load each of K and V), and keep an online softmax per head, so one
  * pass reads K and V. Heads of 32, 64, 128 or 256 (encode refuses others).
@@ -130,9 +130,8 @@ __device__ void rope_fold(const ak_cuda_args &a, const ak_p_attn &p, int kvh, in
  * a.mrg_splits set, the next GEMV merges them as it reads its x (PRO_MERGE); otherwise
  * the last block of the KV head to finish merges them. Splits past kv_len return at
  * once (the grid is sized for the whole cache). */
-template <int DPL, bool F16>
+template <int DPL, int MG, bool F16>
 __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args a) {
-    constexpr int MG = 32 / DPL;
     __shared__ float sh[AK_DEC_WARPS][MG][32 * DPL + 2];
     __shared__ float sq[MG + 2][32 * DPL];
     __shared__ bool last;
@@ -194,19 +193,38 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
                 load_dpl<DPL, F16>(a.b[2], base + (size_t)j * hd + DPL * lane, vv[t]);
             }
         }
-        /* the unrolled keys' scores first (their warp sums overlap), then one online
-         * softmax update per head: a chain of one rescale per AK_DEC_UNROLL keys */
+        /* every head's and key's dot product, then all their warp sums side by side:
+         * no branch between them (MG is the template's, the softcap comes after), so the
+         * shuffles of one sum overlap those of the others rather than forming a chain
+         * of dependent round trips per head and key */
+        float sc[MG][AK_DEC_UNROLL];
 #pragma unroll
-        for (int g = 0; g < MG; g++) {
-            if (g >= G) break;
-            float sc[AK_DEC_UNROLL], mn = m[g];
+        for (int g = 0; g < MG; g++)
 #pragma unroll
             for (int t = 0; t < AK_DEC_UNROLL; t++) {
                 float dot = 0.f;
 #pragma unroll
                 for (int e = 0; e < DPL; e++) dot += q[g][e] * kk[t][e];
-                sc[t] = j0 + t * AK_DEC_WARPS < k1 ? attn_score(ak_warp_sum(dot), p) : -INFINITY;
-                mn = fmaxf(mn, sc[t]);
+                sc[g][t] = dot;
+            }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+            for (int g = 0; g < MG; g++)
+#pragma unroll
+                for (int t = 0; t < AK_DEC_UNROLL; t++) sc[g][t] += __shfl_xor_sync(0xffffffffu, sc[g][t], o);
+#pragma unroll
+        for (int g = 0; g < MG; g++)
+#pragma unroll
+            for (int t = 0; t < AK_DEC_UNROLL; t++) sc[g][t] = attn_score(sc[g][t], p);
+        /* one online softmax update per head: a chain of one rescale per AK_DEC_UNROLL keys */
+#pragma unroll
+        for (int g = 0; g < MG; g++) {
+            float mn = m[g];
+#pragma unroll
+            for (int t = 0; t < AK_DEC_UNROLL; t++) {
+                if (j0 + t * AK_DEC_WARPS >= k1) sc[g][t] = -INFINITY;
+                mn = fmaxf(mn, sc[g][t]);
             }
             const float c = expf(m[g] - mn);   /* key t = 0 is always in range: mn is finite */
             l[g] *= c;
@@ -214,7 +232,7 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
             for (int e = 0; e < DPL; e++) acc[g][e] *= c;
 #pragma unroll
             for (int t = 0; t < AK_DEC_UNROLL; t++) {
-                const float pr = expf(sc[t] - mn);
+                const float pr = expf(sc[g][t] - mn);
                 l[g] += pr;
 #pragma unroll
                 for (int e = 0; e < DPL; e++) acc[g][e] += pr * vv[t][e];
@@ -289,24 +307,34 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
     if (threadIdx.x == 0) *cnt = 0;
 }
 
-template <int DPL>
-static cudaError_t attn_decode_launch(const ak_cuda_cmd *c, dim3 grid, cudaStream_t st) {
+/* MG query heads per block: the head group rounded up to a power of two, at most 8
+ * and 32 / DPL (registers); groups past that take several passes of blocks. */
+template <int DPL, int MG>
+static cudaError_t attn_decode_launch(const ak_cuda_cmd *c, cudaStream_t st) {
     const ak_p_attn *p = (const ak_p_attn *)c->a.p;
-    dim3 blk(AK_DEC_WARPS * 32);
-    if (p->kv_f16) return ak_launch(k_attn_decode<DPL, true>, grid, blk, 0, st, c->a);
-    return ak_launch(k_attn_decode<DPL, false>, grid, blk, 0, st, c->a);
+    const int group = p->n_heads / p->n_kv_heads, passes = (group + MG - 1) / MG;
+    dim3 grid(p->n_kv_heads * passes, c->aux[1]), blk(AK_DEC_WARPS * 32);
+    if (p->kv_f16) return ak_launch(k_attn_decode<DPL, MG, true>, grid, blk, 0, st, c->a);
+    return ak_launch(k_attn_decode<DPL, MG, false>, grid, blk, 0, st, c->a);
+}
+
+template <int DPL>
+static cudaError_t attn_decode_group(const ak_cuda_cmd *c, cudaStream_t st) {
+    constexpr int M8 = 32 / DPL < 8 ? 32 / DPL : 8;
+    const ak_p_attn *p = (const ak_p_attn *)c->a.p;
+    const int group = p->n_heads / p->n_kv_heads;
+    if (group <= 1) return attn_decode_launch<DPL, 1>(c, st);
+    if (group <= 2) return attn_decode_launch<DPL, 2>(c, st);
+    if (group <= 4 || M8 == 4) return attn_decode_launch<DPL, 4>(c, st);
+    return attn_decode_launch<DPL, M8>(c, st);
 }
 
 extern "C" int ak_cuda_attn_decode(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
-    const ak_p_attn *p = (const ak_p_attn *)c->a.p;
-    int hd = p->head_dim, group = p->n_heads / p->n_kv_heads, dpl = hd / 32;
-    int passes = (group + 32 / dpl - 1) / (32 / dpl);
-    dim3 grid(p->n_kv_heads * passes, c->aux[1]);
-    switch (hd) {
-    case 32: return (int)attn_decode_launch<1>(c, grid, x->stream);
-    case 64: return (int)attn_decode_launch<2>(c, grid, x->stream);
-    case 128: return (int)attn_decode_launch<4>(c, grid, x->stream);
-    case 256: return (int)attn_decode_launch<8>(c, grid, x->stream);
+    switch (((const ak_p_attn *)c->a.p)->head_dim) {
+    case 32: return (int)attn_decode_group<1>(c, x->stream);
+    case 64: return (int)attn_decode_group<2>(c, x->stream);
+    case 128: return (int)attn_decode_group<4>(c, x->stream);
+    case 256: return (int)attn_decode_group<8>(c, x->stream);
     default: return (int)cudaErrorInvalidValue;   /* refused at encode */
     }
 }

@@ -477,6 +477,13 @@ static void test_attention(void) {
     one_attn(0, 1, 999, 4, 4, 128, 1000, 1, 0, 0, 1, 0);
     one_attn(0, 1, 900, 8, 1, 256, 1000, 0, 300, 30.f, 1, 0);
     one_attn(0, 1, 4000, 32, 8, 128, 4096, 1, 0, 0, 1, 0);
+    /* decode, every head-group width the kernel is built for: groups of 2, 6 (8 wide,
+     * two heads idle), 16 (two passes of 8), 8 at head size 32, 2 with a softcap */
+    one_attn(0, 1, 300, 16, 8, 128, 512, 1, 0, 0, 1, 0);
+    one_attn(0, 1, 77, 12, 2, 32, 128, 0, 0, 0, 1, 0);
+    one_attn(0, 1, 500, 32, 2, 64, 1000, 1, 0, 0, 1, 0);
+    one_attn(0, 1, 45, 8, 1, 32, 64, 1, 0, 0, 1, 0);
+    one_attn(0, 1, 130, 4, 2, 256, 256, 1, 0, 50.f, 1, 0);
     one_attn(1, 100, 300, 8, 2, 64, 1000, 0, 0, 0, 1, 0);
     one_attn(1, 37, 0, 4, 4, 128, 512, 1, 0, 0, 1, 0);
     one_attn(1, 70, 100, 8, 1, 256, 512, 0, 50, 50.f, 1, 0);
