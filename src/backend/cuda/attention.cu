@@ -134,6 +134,7 @@ template <int DPL, int MG, bool F16>
 __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args a) {
     __shared__ float sh[AK_DEC_WARPS][MG][32 * DPL + 2];
     __shared__ float sq[MG + 2][32 * DPL];
+    __shared__ float fw[MG][AK_DEC_WARPS + 2];   /* per head: each warp's factor, M, L */
     __shared__ bool last;
     ak_trace_t tr_;
     const ak_stepv st_ = ak_step(a);   /* before the wait: only the argmax writes the step */
@@ -241,28 +242,39 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
         }
     }
 #pragma unroll
-    for (int g = 0; g < MG; g++) {
-        if (g >= G) break;
+    for (int g = 0; g < MG; g++) {   /* idle heads too (q = 0): every factor below is defined */
         if (lane == 0) { sh[w][g][0] = m[g]; sh[w][g][1] = l[g]; }
 #pragma unroll
         for (int e = 0; e < DPL; e++) sh[w][g][2 + DPL * lane + e] = acc[g][e];
     }
     __syncthreads();
-    /* the warps' partial softmaxes into this split's (max, sum, V) per head */
+    /* the warps' partial softmaxes into this split's (max, sum, V) per head: a thread per
+     * head and warp makes that warp's factor e^(m - M) once (and the head's M and sum L),
+     * then every output value is 8 multiply-adds */
+    if (threadIdx.x < AK_DEC_WARPS * MG) {
+        constexpr unsigned mask = AK_DEC_WARPS * MG >= 32 ? 0xffffffffu : (1u << (AK_DEC_WARPS * MG)) - 1;
+        const int g = threadIdx.x / AK_DEC_WARPS, v = threadIdx.x % AK_DEC_WARPS;
+        const float mv = sh[v][g][0];
+        float M = mv;
+#pragma unroll
+        for (int o = 1; o < AK_DEC_WARPS; o <<= 1) M = fmaxf(M, __shfl_xor_sync(mask, M, o));
+        const float f = M == -INFINITY ? 0.f : expf(mv - M);
+        float L = sh[v][g][1] * f;
+#pragma unroll
+        for (int o = 1; o < AK_DEC_WARPS; o <<= 1) L += __shfl_xor_sync(mask, L, o);
+        fw[g][v] = f;
+        if (v == 0) { fw[g][AK_DEC_WARPS] = M; fw[g][AK_DEC_WARPS + 1] = L; }
+    }
+    __syncthreads();
     float *scratch = (float *)a.scratch, *out = (float *)a.b[3] + (size_t)(p.n - 1) * p.n_heads * hd;
     const int SM = gridDim.y, PS = hd + AK_ATTN_PART_PAD;
     const bool fold = a.mrg_splits && S <= AK_ATTN_FOLD;
     for (int t = threadIdx.x; t < G * hd; t += blockDim.x) {
-        int g = t / hd, d = t % hd;
-        float M = -INFINITY;
-        for (int v = 0; v < AK_DEC_WARPS; v++) M = fmaxf(M, sh[v][g][0]);
-        float L = 0.f, A = 0.f;
-        if (M != -INFINITY)
-            for (int v = 0; v < AK_DEC_WARPS; v++) {
-                float f = expf(sh[v][g][0] - M);
-                L += sh[v][g][1] * f;
-                A += sh[v][g][2 + d] * f;
-            }
+        const int g = t / hd, d = t % hd;
+        const float M = fw[g][AK_DEC_WARPS], L = fw[g][AK_DEC_WARPS + 1];
+        float A = 0.f;
+#pragma unroll
+        for (int v = 0; v < AK_DEC_WARPS; v++) A += sh[v][g][2 + d] * fw[g][v];
         if (S == 1 && !fold) {   /* the only split: the result */
             out[(size_t)(kvh * group + g0 + g) * hd + d] = L > 0.f ? A / L : 0.f;
             continue;
