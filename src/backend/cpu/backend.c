@@ -12,13 +12,16 @@
 #include <unistd.h>
 
 /* A weight matrix repacked into panels (panel.h), shared by every table encoded on
- * this backend (prefill and decode read one copy); freed with the backend. */
+ * this backend (prefill and decode read one copy); freed with the backend. Importing
+ * a buffer over its address retires it (new weights may sit at a recycled address),
+ * but keeps its memory: tables encoded before may still read it. */
 typedef struct {
     const void *w;
     ak_dtype t;
     int64_t K, N;
     void *pk;
     int fresh;             /* packed by the current encode */
+    int retired;           /* its address was imported again: never found again */
 } cpu_packed;
 
 typedef struct {
@@ -61,7 +64,13 @@ size_t ak_cpu_scratch_need(int kernel, const void *params) {
 }
 
 static ak_status cpu_import(ak_backend *b, const void *host, size_t size, void **out, ak_err *err) {
-    (void)b; (void)size; (void)err;
+    (void)err;
+    cpu_backend *cb = (cpu_backend *)b;
+    const uint8_t *lo = host, *hi = lo + size;
+    for (int i = 0; i < cb->npk; i++) {
+        const uint8_t *w = cb->pk[i].w;
+        if (w >= lo && w < hi) cb->pk[i].retired = 1;
+    }
     *out = (void *)host;
     return AK_OK;
 }
@@ -103,7 +112,7 @@ static void *packed_weight(cpu_backend *cb, const void *w, ak_dtype t, int64_t K
     if (N <= 0 || !ak_panel_supported(t, K)) return NULL;
     for (int i = 0; i < cb->npk; i++) {
         cpu_packed *e = &cb->pk[i];
-        if (e->w == w && e->t == t && e->K == K && e->N == N) return e->pk;
+        if (!e->retired && e->w == w && e->t == t && e->K == K && e->N == N) return e->pk;
     }
     if (cb->npk == cb->cap) {
         int cap = cb->cap ? 2 * cb->cap : 64;
@@ -115,7 +124,7 @@ static void *packed_weight(cpu_backend *cb, const void *w, ak_dtype t, int64_t K
     size_t bytes = (ak_panel_bytes(t, N, K) + 63) & ~(size_t)63;
     void *pk = aligned_alloc(64, bytes ? bytes : 64);
     if (!pk) return NULL;
-    cb->pk[cb->npk++] = (cpu_packed){w, t, K, N, pk, 1};
+    cb->pk[cb->npk++] = (cpu_packed){w, t, K, N, pk, 1, 0};
     return pk;
 }
 

@@ -437,9 +437,9 @@ static void one_attn(int prefill, int n, int pos, int nh, int nkv, int hd, int m
     size_t off = prefill ? 0 : (size_t)(n - 1) * nh * hd * 4, cnt = prefill ? (size_t)n * nh * hd : (size_t)nh * hd;
     double d, tol;
     if (proj) {
-        /* against the CPU's attention output times the dequantized weights (the CPU
-         * backend's own GEMV keeps panel copies by weight address, which these tests
-         * reuse); where the projection merges, the attention leaves its output unwritten */
+        /* against the CPU's attention output times the dequantized weights, in double
+         * (the CPU's GEMV quantizes its input); where the projection merges, the
+         * attention leaves its output unwritten */
         float *ca = run_on(cpu, &tb, &w, r, AK_BUF_ATT, off, cnt), *ga = run_on(gpu, &tb, &w, r, AK_BUF_ATT, off, cnt);
         float *got = run_on(gpu, &tb, &w, r, AK_BUF_T, 0, N), *row = malloc((size_t)K * sizeof(float));
         double *ref = calloc(N, sizeof(double));
