@@ -60,6 +60,12 @@ __device__ __forceinline__ void load_dpl(const void *cache, size_t i, float (&v)
 }
 #define AK_DEC_UNROLL 4
 
+/* N-byte copy global -> shared through L1 (4, 8 or 16 bytes). */
+template <int N>
+__device__ __forceinline__ void cp_async_ca(void *dst, const void *src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "n"(N) : "memory");
+}
+
 /* The rope_kv folded into a one-row decode attention (fuse_decode), with k_rope_kv's
  * arithmetic: the block ropes (and head-normalises) its own query heads from the QKV row
  * into sq[0, G); the block whose keys end at this position (cur) also makes its KV
@@ -132,7 +138,15 @@ __device__ void rope_fold(const ak_cuda_args &a, const ak_p_attn &p, int kvh, in
  * once (the grid is sized for the whole cache). */
 template <int DPL, int MG, bool F16>
 __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args a) {
-    __shared__ float sh[AK_DEC_WARPS][MG][32 * DPL + 2];
+    /* F16 caches (rows of 4 bytes or more a lane) preload the first keys into shared
+     * memory by cp.async, which the wait does not hold back as it does register loads;
+     * that buffer is the warps' merge area later */
+    constexpr bool SPRE = F16 && DPL >= 2;
+    constexpr size_t SH = sizeof(float) * AK_DEC_WARPS * MG * (32 * DPL + 2);
+    constexpr size_t PRE = SPRE ? (size_t)AK_DEC_WARPS * AK_DEC_UNROLL * 2 * 32 * DPL * 2 : 0;
+    __shared__ __align__(16) uint8_t shraw[SH > PRE ? SH : PRE];
+    float (*sh)[MG][32 * DPL + 2] = reinterpret_cast<float (*)[MG][32 * DPL + 2]>(shraw);
+    __half *pre = reinterpret_cast<__half *>(shraw);   /* [warp][key][K, V][lane][DPL] */
     __shared__ float sq[MG + 2][32 * DPL];
     __shared__ float fw[MG][AK_DEC_WARPS + 2];   /* per head: each warp's factor, M, L */
     __shared__ bool last;
@@ -154,8 +168,14 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
         for (int t = 0; t < AK_DEC_UNROLL; t++) {
             int j = k0 + w + t * AK_DEC_WARPS;
             if (j < k1 && j < cur) {
-                load_dpl<DPL, F16>(a.b[1], base + (size_t)j * hd + DPL * lane, kk[t]);
-                load_dpl<DPL, F16>(a.b[2], base + (size_t)j * hd + DPL * lane, vv[t]);
+                if (SPRE) {
+                    __half *d = pre + ((size_t)(w * AK_DEC_UNROLL + t) * 2 * 32 + lane) * DPL;
+                    cp_async_ca<DPL * 2>(d, (const __half *)a.b[1] + base + (size_t)j * hd + DPL * lane);
+                    cp_async_ca<DPL * 2>(d + 32 * DPL, (const __half *)a.b[2] + base + (size_t)j * hd + DPL * lane);
+                } else {
+                    load_dpl<DPL, F16>(a.b[1], base + (size_t)j * hd + DPL * lane, kk[t]);
+                    load_dpl<DPL, F16>(a.b[2], base + (size_t)j * hd + DPL * lane, vv[t]);
+                }
             }
         }
     }
@@ -180,6 +200,7 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
             acc[g][e] = 0.f;
         }
     }
+    if (SPRE) asm volatile("cp.async.wait_all;\n" ::: "memory");   /* this lane's own copies */
     /* AK_DEC_UNROLL keys per warp at a time: all their K and V loads in flight together */
     for (int j0 = k0 + w; j0 < k1; j0 += AK_DEC_WARPS * AK_DEC_UNROLL) {
         const bool first = j0 == k0 + w;
@@ -192,6 +213,10 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
             } else if (!first || j >= cur) {
                 load_dpl<DPL, F16>(a.b[1], base + (size_t)j * hd + DPL * lane, kk[t]);
                 load_dpl<DPL, F16>(a.b[2], base + (size_t)j * hd + DPL * lane, vv[t]);
+            } else if (SPRE) {
+                const __half *d = pre + ((size_t)(w * AK_DEC_UNROLL + t) * 2 * 32 + lane) * DPL;
+                load_dpl<DPL, true>(d, 0, kk[t]);
+                load_dpl<DPL, true>(d + 32 * DPL, 0, vv[t]);
             }
         }
         /* every head's and key's dot product, then all their warp sums side by side:
@@ -241,6 +266,7 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
             m[g] = mn;
         }
     }
+    if (SPRE) __syncthreads();   /* every warp is done with the preloaded keys */
 #pragma unroll
     for (int g = 0; g < MG; g++) {   /* idle heads too (q = 0): every factor below is defined */
         if (lane == 0) { sh[w][g][0] = m[g]; sh[w][g][1] = l[g]; }
