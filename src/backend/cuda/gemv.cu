@@ -252,8 +252,11 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
         }
         cp_async_commit();
     };
+    /* the output projection starts during the attention: one stage before its wait, so
+     * that its weight requests do not crowd the attention's own loads */
+    constexpr int P = PRO == AK_CUDA_PRO_MERGE ? 1 : AK_GQ_STAGES - 1;
 #pragma unroll
-    for (int st = 0; st < AK_GQ_STAGES - 1; st++) issue(st);
+    for (int st = 0; st < P; st++) issue(st);
     ak_pdl_wait();
     ak_pdl_trigger();
     tr_.start(a, st_);
@@ -274,6 +277,7 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
     }
     if (4 * nb <= AK_GQ_THREADS) gq_prep<4, PRO>(a, x, K, nb, xq, xd, xs, ms);
     else gq_prep<1, PRO>(a, x, K, nb, xq, xd, xs, ms);
+    for (int st = P; st < AK_GQ_STAGES - 1; st++) issue(st);
     __syncthreads();
     tr_.mark();
 
