@@ -6,6 +6,7 @@
 # command's marginal cost inside the graph, which per-kernel profilers cannot show.
 #   git archive -o .gpufix/base.tgz HEAD     # here, before the device call
 #   bench/gpu-ab.sh [MODEL ...]              # there; SKIPS="rope_kv attention" REPS=3
+#                                            # KV= (empty): the default F32 KV cache
 set -uo pipefail
 cd "$(dirname "$0")/.."
 models=("$@")
@@ -25,7 +26,7 @@ build . build-gpu
 wait
 mkdir -p models
 python3 tools/make_bench_models.py models --only "${models[@]}" > /dev/null || exit 1
-tg() { "$1" bench -m "$2" --backend cuda --kv-f16 -p 0 -n 128 -r 3 | awk -F'|' '/tg128/ {gsub(/ /, "", $9); print $9}'; }
+tg() { "$1" bench -m "$2" --backend cuda ${KV---kv-f16} -p 0 -n 128 -r 3 | awk -F'|' '/tg128/ {gsub(/ /, "", $9); print $9}'; }
 printf "%-18s %10s %10s %7s\n" model base new ratio
 for m in "${models[@]}"; do
     f=models/bench-$m.gguf
