@@ -55,13 +55,31 @@ void ak_cpu_act_gate(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
     }
 }
 
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) static void softcap_row512(float *x, int64_t n, float cap) {
+    const __m512 c = _mm512_set1_ps(cap);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(c, ak_tanh512(_mm512_div_ps(v, c))));
+    }
+}
+#endif
+
+/* x = cap * tanh(x / cap) over a row (Gemma 2's logits: the whole vocabulary per token). */
+void ak_cpu_softcap_row(float *x, int64_t n, float cap) {
+#if defined(__x86_64__)
+    if (ak_cpu_simd >= 2) { softcap_row512(x, n, cap); return; }
+#endif
+    for (int64_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
+}
+
 void ak_cpu_softcap(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
     (void)tls;
     const ak_p_softcap *p = (const ak_p_softcap *)c->p;
     int64_t lo, hi;
     ak_split((int64_t)p->n * p->cols, ith, nth, &lo, &hi);
-    float *x = c->b[0];
-    for (int64_t i = lo; i < hi; i++) x[i] = p->cap * tanhf(x[i] / p->cap);
+    if (lo < hi) ak_cpu_softcap_row((float *)c->b[0] + lo, hi - lo, p->cap);
 }
 
 /* First index of the maximum, as torch.argmax. One thread: the row is short next to

@@ -236,11 +236,9 @@ A512 static void attn_prefill_512(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_
                 else qk512_t(1, QT, K + (int64_t)j * hd, hd, acc);
                 for (int i = 0; i < u; i++) {
                     __m512 s = _mm512_mul_ps(acc[i], scale);
-                    if (p->softcap > 0) {   /* rare (Gemma 2): per lane, as score() */
-                        float t[QB];
-                        _mm512_storeu_ps(t, s);
-                        for (int r = 0; r < QB; r++) t[r] = p->softcap * tanhf(t[r] / p->softcap);
-                        s = _mm512_loadu_ps(t);
+                    if (p->softcap > 0) {   /* Gemma 2 */
+                        const __m512 cap = _mm512_set1_ps(p->softcap);
+                        s = _mm512_mul_ps(cap, ak_tanh512(_mm512_div_ps(s, cap)));
                     }
                     __m512i key = _mm512_set1_epi32(kb + j + i);
                     __mmask16 ok = _mm512_cmp_epi32_mask(key, lov, _MM_CMPINT_NLT) &

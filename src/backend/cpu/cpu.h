@@ -96,6 +96,7 @@ float ak_act_apply(int act, float x);
 /* o[k] = act(g[k]) * u[k] (u NULL: act(g[k])) for k < K; SiLU and tanh-GELU on AVX-512
  * where present. */
 void ak_cpu_act_row(int act, const float *g, const float *u, float *o, int64_t K);
+void ak_cpu_softcap_row(float *x, int64_t n, float cap);
 
 void ak_cpu_embed(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls);
 void ak_cpu_norm(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls);

@@ -169,6 +169,30 @@ static void test_act_range(void) {
         }
 }
 
+/* cap * tanh(x / cap) over tiny to saturated values, both signs, both sides of the
+ * vector tanh's switch at |x / cap| = 0.625, against double precision. */
+static void test_softcap_range(void) {
+    enum { N = 211 };
+    const float caps[] = {30.f, 50.f};
+    for (int ci = 0; ci < 2; ci++) {
+        const float cap = caps[ci];
+        float x[N], y[N];
+        for (int i = 0; i < N; i++) x[i] = cap * ((float)(i - 105) / 5.f + 0.013f * (float)(i % 7));   /* about -21..21 */
+        const float special[] = {0.f, -0.f, 1e-30f, -1e-20f, 1e-3f, 0.6249f * cap, 0.6251f * cap, -0.625f * cap,
+                                 1e4f * cap, -3e3f * cap};
+        for (int i = 0; i < (int)(sizeof special / sizeof *special); i++) x[3 + 11 * i] = special[i];
+        memcpy(y, x, sizeof x);
+        ak_cpu_softcap_row(y, N, cap);
+        double worst = 0;
+        int at = 0;
+        for (int i = 0; i < N; i++) {
+            double r = (double)cap * tanh((double)x[i] / cap), e = fabs(y[i] - r) / (fabs(r) > 1e-37 ? fabs(r) : 1e-37);
+            if (e > worst) { worst = e; at = i; }
+        }
+        CHECK(worst <= 5e-7, "softcap %g: relative error %.3g at x = %g (got %.9g)", (double)cap, worst, (double)x[at], (double)y[at]);
+    }
+}
+
 static void test_norms(void) {
     for (int dim = 1; dim <= 300; dim += 37)
         for (int flags = 0; flags < 4; flags++) {
@@ -351,6 +375,7 @@ int main(void) {
         test_matmul();
         test_act_down();
         test_act_range();
+        test_softcap_range();
         test_norms();
         test_attention();
         test_rope_kv();
