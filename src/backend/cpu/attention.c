@@ -97,18 +97,16 @@ void ak_cpu_attn_decode(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) 
     for (int64_t h = lo_h; h < hi_h; h++) {
         const float *qv = (const float *)c->b[0] + (size_t)(p->n - 1) * p->ld_q + (size_t)h * hd;
         size_t base = (size_t)(h / group) * p->max_seq;
-        float m = -INFINITY;
-        for (int j = lo; j < hi; j++) {
-            sc[j] = score(ak_dot_f32(hd, qv, cache_row(c->b[1], p->kv_f16, base + j, hd, tmp)), p);
-            if (sc[j] > m) m = sc[j];
-        }
-        float l = 0;
+        /* score() a row at a time: the softcap (Gemma 2) on vectors */
+        for (int j = lo; j < hi; j++) sc[j] = ak_dot_f32(hd, qv, cache_row(c->b[1], p->kv_f16, base + j, hd, tmp)) * p->scale;
+        if (p->softcap > 0) ak_cpu_softcap_row(sc + lo, hi - lo, p->softcap);
+        float m = -INFINITY, l = 0;
+        for (int j = lo; j < hi; j++) m = sc[j] > m ? sc[j] : m;
         memset(acc, 0, (size_t)hd * sizeof(float));
         for (int j = lo; j < hi; j++) {
             float e = expf(sc[j] - m);
             l += e;
-            const float *v = cache_row(c->b[2], p->kv_f16, base + j, hd, tmp);
-            for (int k = 0; k < hd; k++) acc[k] += e * v[k];
+            axpy(acc, e, cache_row(c->b[2], p->kv_f16, base + j, hd, tmp), hd);
         }
         float *out = (float *)c->b[3] + (size_t)(p->n - 1) * p->n_heads * hd + (size_t)h * hd;
         for (int k = 0; k < hd; k++) out[k] = acc[k] / l;
