@@ -60,11 +60,6 @@ __device__ __forceinline__ void load_dpl(const void *cache, size_t i, float (&v)
 }
 #define AK_DEC_UNROLL 4
 
-/* N-byte copy global -> shared through L1 (4, 8 or 16 bytes). */
-template <int N>
-__device__ __forceinline__ void cp_async_ca(void *dst, const void *src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "n"(N) : "memory");
-}
 
 /* The rope_kv folded into a one-row decode attention (fuse_decode), with k_rope_kv's
  * arithmetic: the block ropes (and head-normalises) its own query heads from the QKV row
@@ -171,14 +166,15 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
             if (j < k1 && j < cur) {
                 if (SPRE) {
                     __half *d = pre + ((size_t)(w * AK_DEC_UNROLL + t) * 2 * 32 + lane) * DPL;
-                    cp_async_ca<DPL * 2>(d, (const __half *)a.b[1] + base + (size_t)j * hd + DPL * lane);
-                    cp_async_ca<DPL * 2>(d + 32 * DPL, (const __half *)a.b[2] + base + (size_t)j * hd + DPL * lane);
+                    ak_cp_async<DPL * 2>(d, (const __half *)a.b[1] + base + (size_t)j * hd + DPL * lane);
+                    ak_cp_async<DPL * 2>(d + 32 * DPL, (const __half *)a.b[2] + base + (size_t)j * hd + DPL * lane);
                 } else {
                     load_dpl<DPL, F16>(a.b[1], base + (size_t)j * hd + DPL * lane, kk[t]);
                     load_dpl<DPL, F16>(a.b[2], base + (size_t)j * hd + DPL * lane, vv[t]);
                 }
             }
         }
+        if (SPRE) ak_cp_async_commit();
     }
     ak_pdl_wait();
     tr_.start(a, st_);
@@ -201,7 +197,7 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
             acc[g][e] = 0.f;
         }
     }
-    if (SPRE) asm volatile("cp.async.wait_all;\n" ::: "memory");   /* this lane's own copies */
+    if (SPRE) ak_cp_async_wait<0>();   /* this lane's own copies (its only ones) */
     /* AK_DEC_UNROLL keys per warp at a time: all their K and V loads in flight together */
     for (int j0 = k0 + w; j0 < k1; j0 += AK_DEC_WARPS * AK_DEC_UNROLL) {
         const bool first = j0 == k0 + w;

@@ -120,6 +120,20 @@ static cudaError_t ak_launch(void (*k)(KArgs...), dim3 g, dim3 b, size_t smem, c
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 
+/* Asynchronous copies global -> shared (sm_80 on): N bytes (4, 8 or 16) through L1, or
+ * 16 bytes around it, and their commit groups. ak_pdl_wait does not wait for these as it
+ * does for a thread's register loads. */
+template <int N>
+__device__ __forceinline__ void ak_cp_async(void *dst, const void *src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "n"(N));
+}
+__device__ __forceinline__ void ak_cp_async_cg16(void *dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src));
+}
+__device__ __forceinline__ void ak_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void ak_cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
 __device__ __forceinline__ float ak_warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;

@@ -43,16 +43,6 @@ __device__ __forceinline__ int seg_dtype(const ak_p_mm &p, int g) { return g == 
 #define AK_GQ_STAGES 4      /* 2 stages (two blocks fit per multiprocessor): -2 % to +1 % */
 #define AK_GQ_MAX_K 32768
 
-__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src));
-}
-__device__ __forceinline__ void cp_async4(void *dst, const void *src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
 /* Bytes per item (32 blocks of quants, then their 32 scales), the most items of a slice
  * (registers: 8 words of x codes per item) and items per ring stage. */
 template <int DT> struct gq_shape {
@@ -238,9 +228,9 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
             int tail = nb - 32 * (j0 + fj);   /* blocks left in the row (<= 0 past its end) */
             if (lane < tail) {
 #pragma unroll
-                for (int k = 0; k < Sh::QB / 16; k++) cp_async16(dst + lane * Sh::QB + 16 * k, qp + 16 * k);
+                for (int k = 0; k < Sh::QB / 16; k++) ak_cp_async_cg16(dst + lane * Sh::QB + 16 * k, qp + 16 * k);
             }
-            if (lane < 16 && 2 * lane < tail) cp_async4(dst + 32 * Sh::QB + 4 * lane, sp);
+            if (lane < 16 && 2 * lane < tail) ak_cp_async<4>(dst + 32 * Sh::QB + 4 * lane, sp);
             qp += 32 * Sh::QB;
             sp += 64;
             fleft--;
@@ -250,7 +240,7 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
                 if (fleft) seek();
             }
         }
-        cp_async_commit();
+        ak_cp_async_commit();
     };
     /* the output projection starts during the attention: one stage before its wait, so
      * that its weight requests do not crowd the attention's own loads */
@@ -304,7 +294,7 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
     float gk = 0.f;   /* gated: the gate row's sum, until its up row */
     for (int i0 = 0, slot = 0; i0 < items; i0 += U, slot = slot + 1 == AK_GQ_STAGES ? 0 : slot + 1) {
         issue(slot == 0 ? AK_GQ_STAGES - 1 : slot - 1);   /* the slot computed last round */
-        cp_async_wait<AK_GQ_STAGES - 1>();
+        ak_cp_async_wait<AK_GQ_STAGES - 1>();
         __syncwarp();
         const uint8_t *src = ring + slot * Sh::STAGE;
 #pragma unroll
@@ -353,7 +343,7 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
         }
         __syncwarp();
     }
-    cp_async_wait<0>();
+    ak_cp_async_wait<0>();
     if (S == 1) return;
     /* the slices of each row meet: thread i closes row t = i / RG of group i % RG (gated:
      * rows 2q and 2q + 1, gate and up of pair q) */
