@@ -33,11 +33,29 @@ __attribute__((target("avx512f"))) static void act_row512(int act, const float *
         _mm512_mask_storeu_ps(o + k, m, y);
     }
 }
+
+/* The same 8 lanes at a time on AVX2. */
+__attribute__((target("avx2,fma"))) static void act_row256(int act, const float *g, const float *u, float *o, int64_t K) {
+    const __m256 one = _mm256_set1_ps(1.f), zero = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.f);
+    for (int64_t k = 0; k < K; k += 8) {
+        __m256i m = ak_lanes256(K - k);
+        __m256 x = _mm256_maskload_ps(g + k, m), z = x;
+        if (act == AK_ACT_GELU_TANH)
+            z = _mm256_mul_ps(_mm256_set1_ps(1.5957691216057308f),
+                              _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), x), _mm256_mul_ps(x, x), x));
+        __m256 t = ak_exp256(_mm256_or_ps(z, sign));   /* e^-|z| */
+        __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, t));
+        __m256 y = _mm256_mul_ps(x, _mm256_blendv_ps(r, _mm256_mul_ps(t, r), _mm256_cmp_ps(z, zero, _CMP_LT_OQ)));
+        if (u) y = _mm256_mul_ps(y, _mm256_maskload_ps(u + k, m));
+        _mm256_maskstore_ps(o + k, m, y);
+    }
+}
 #endif
 
 void ak_cpu_act_row(int act, const float *g, const float *u, float *o, int64_t K) {
 #if defined(__x86_64__)
     if ((act == AK_ACT_SILU || act == AK_ACT_GELU_TANH) && ak_cpu_simd >= 2) { act_row512(act, g, u, o, K); return; }
+    if ((act == AK_ACT_SILU || act == AK_ACT_GELU_TANH) && ak_cpu_simd >= 1) { act_row256(act, g, u, o, K); return; }
 #endif
     if (u) for (int64_t k = 0; k < K; k++) o[k] = ak_act_apply(act, g[k]) * u[k];
     else for (int64_t k = 0; k < K; k++) o[k] = ak_act_apply(act, g[k]);
@@ -64,12 +82,21 @@ __attribute__((target("avx512f"))) static void softcap_row512(float *x, int64_t 
         _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(c, ak_tanh512(_mm512_div_ps(v, c))));
     }
 }
+__attribute__((target("avx2,fma"))) static void softcap_row256(float *x, int64_t n, float cap) {
+    const __m256 c = _mm256_set1_ps(cap);
+    for (int64_t i = 0; i < n; i += 8) {
+        __m256i m = ak_lanes256(n - i);
+        __m256 v = _mm256_maskload_ps(x + i, m);
+        _mm256_maskstore_ps(x + i, m, _mm256_mul_ps(c, ak_tanh256(_mm256_div_ps(v, c))));
+    }
+}
 #endif
 
 /* x = cap * tanh(x / cap) over a row (Gemma 2's logits: the whole vocabulary per token). */
 void ak_cpu_softcap_row(float *x, int64_t n, float cap) {
 #if defined(__x86_64__)
     if (ak_cpu_simd >= 2) { softcap_row512(x, n, cap); return; }
+    if (ak_cpu_simd >= 1) { softcap_row256(x, n, cap); return; }
 #endif
     for (int64_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
 }

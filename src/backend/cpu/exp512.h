@@ -1,6 +1,7 @@
 /* e^x on AVX-512 for x <= 0: Cephes' expf polynomial (~1 ulp next to libm); lanes below
  * -87.3 (so -inf too) give 0, without denormals. For files that test ak_cpu_simd >= 2
- * before calling it from a function compiled for AVX-512 F (or more). */
+ * before calling it from a function compiled for AVX-512 F (or more). The 256-bit
+ * versions below are the same on AVX2 + FMA (ak_cpu_simd >= 1). */
 #ifndef AK_CPU_EXP512_H
 #define AK_CPU_EXP512_H
 #if defined(__x86_64__)
@@ -41,6 +42,46 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 ak_tanh51
                                               _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32((int)0x80000000u))));
     __m512 r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(0.625f), _CMP_LT_OQ), big, small);
     return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
+/* Lanes of n below: all of the first n of 8 (maskload / maskstore). */
+__attribute__((target("avx2"), always_inline)) static inline __m256i ak_lanes256(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n > 8 ? 8 : (int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 ak_exp256(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.33654f);
+    __m256 live = _mm256_cmp_ps(x, lo, _CMP_GE_OQ);
+    x = _mm256_max_ps(x, lo);
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    x = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.f)));
+    /* 2^n in the exponent bits: n >= -126 after the clamp, a normal number */
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), live);
+}
+
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 ak_tanh256(__m256 x) {
+    const __m256 one = _mm256_set1_ps(1.f), sign = _mm256_set1_ps(-0.f);
+    __m256 a = _mm256_andnot_ps(sign, x), z = _mm256_mul_ps(x, x);
+    __m256 p = _mm256_set1_ps(-5.70498872745e-3f);
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(2.06390887954e-2f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-5.37397155531e-2f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(1.33314422036e-1f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-3.33332819422e-1f));
+    __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, z), x, x);
+    __m256 t = ak_exp256(_mm256_mul_ps(a, _mm256_set1_ps(-2.f)));
+    __m256 big = _mm256_or_ps(_mm256_div_ps(_mm256_sub_ps(one, t), _mm256_add_ps(one, t)), _mm256_and_ps(x, sign));
+    __m256 r = _mm256_blendv_ps(big, small, _mm256_cmp_ps(a, _mm256_set1_ps(0.625f), _CMP_LT_OQ));
+    return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 #endif
 #endif
