@@ -1,6 +1,6 @@
 /* Activations, gated activation, logit softcap, argmax and embedding lookup. */
 #include "backend/cpu/cpu.h"
-#include "backend/cpu/exp512.h"
+#include "backend/cpu/vecmath.h"
 #include <math.h>
 #include <string.h>
 

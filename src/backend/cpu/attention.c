@@ -3,7 +3,7 @@
  * attention (online softmax over key blocks), with GQA, causal mask, sliding window
  * and logit softcap. */
 #include "backend/cpu/cpu.h"
-#include "backend/cpu/exp512.h"
+#include "backend/cpu/vecmath.h"
 #include <math.h>
 #include <string.h>
 #if defined(__x86_64__)

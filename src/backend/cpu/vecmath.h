@@ -1,9 +1,10 @@
-/* e^x on AVX-512 for x <= 0: Cephes' expf polynomial (~1 ulp next to libm); lanes below
+/* Vector e^x and tanh for the activations, softcaps and attention.
+ * e^x on AVX-512 for x <= 0: Cephes' expf polynomial (~1 ulp next to libm); lanes below
  * -87.3 (so -inf too) give 0, without denormals. For files that test ak_cpu_simd >= 2
  * before calling it from a function compiled for AVX-512 F (or more). The 256-bit
  * versions below are the same on AVX2 + FMA (ak_cpu_simd >= 1). */
-#ifndef AK_CPU_EXP512_H
-#define AK_CPU_EXP512_H
+#ifndef AK_CPU_VECMATH_H
+#define AK_CPU_VECMATH_H
 #if defined(__x86_64__)
 #include <immintrin.h>
 
