@@ -10,11 +10,11 @@
 #include <immintrin.h>
 #endif
 
-/* Row idx of a cache as floats: direct for F32, converted into tmp for F16. */
+/* Row idx of a cache as floats: direct for F32, converted into tmp for F16 (on vectors
+ * where the level has them: exact either way). */
 static const float *cache_row(const void *cache, int kv_f16, size_t idx, int hd, float *tmp) {
     if (!kv_f16) return (const float *)cache + idx * (size_t)hd;
-    const uint16_t *s = (const uint16_t *)cache + idx * (size_t)hd;
-    for (int i = 0; i < hd; i++) tmp[i] = ak_f16_to_f32(s[i]);
+    ak_cpu_dequant_row(AK_F16, (const uint16_t *)cache + idx * (size_t)hd, tmp, hd);
     return tmp;
 }
 
