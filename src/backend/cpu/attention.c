@@ -86,6 +86,44 @@ static void axpy(float *o, float e, const float *v, int hd) {
     axpy_ref(o, e, v, hd);
 }
 
+/* x[j] = e^(x[j] - m) over a row whose maximum is m; returns their sum. On vectors where
+ * the level has them (Cephes' exp, about 1 ulp from libm's; lanes summed apart). */
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) static float exp_sub_row512(float *x, int n, float m) {
+    const __m512 mv = _mm512_set1_ps(m);
+    __m512 s = _mm512_setzero_ps();
+    for (int j = 0; j < n; j += 16) {
+        __mmask16 k = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+        __m512 e = _mm512_maskz_mov_ps(k, ak_exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), mv)));
+        _mm512_mask_storeu_ps(x + j, k, e);
+        s = _mm512_add_ps(s, e);
+    }
+    return _mm512_reduce_add_ps(s);
+}
+__attribute__((target("avx2,fma"))) static float exp_sub_row256(float *x, int n, float m) {
+    const __m256 mv = _mm256_set1_ps(m);
+    __m256 s = _mm256_setzero_ps();
+    for (int j = 0; j < n; j += 8) {
+        __m256i k = ak_lanes256(n - j);
+        __m256 e = _mm256_and_ps(_mm256_castsi256_ps(k), ak_exp256(_mm256_sub_ps(_mm256_maskload_ps(x + j, k), mv)));
+        _mm256_maskstore_ps(x + j, k, e);
+        s = _mm256_add_ps(s, e);
+    }
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+}
+#endif
+static float exp_sub_row(float *x, int n, float m) {
+#if defined(__x86_64__)
+    if (ak_cpu_simd >= 2) return exp_sub_row512(x, n, m);
+    if (ak_cpu_simd >= 1) return exp_sub_row256(x, n, m);
+#endif
+    float l = 0;
+    for (int j = 0; j < n; j++) l += x[j] = expf(x[j] - m);
+    return l;
+}
+
 void ak_cpu_attn_decode(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
     const ak_p_attn *p = (const ak_p_attn *)c->p;
     int hd = p->head_dim, group = p->n_heads / p->n_kv_heads;
@@ -97,17 +135,14 @@ void ak_cpu_attn_decode(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) 
     for (int64_t h = lo_h; h < hi_h; h++) {
         const float *qv = (const float *)c->b[0] + (size_t)(p->n - 1) * p->ld_q + (size_t)h * hd;
         size_t base = (size_t)(h / group) * p->max_seq;
-        /* score() a row at a time: the softcap (Gemma 2) on vectors */
+        /* score() a row at a time: the softcap (Gemma 2) and the exponentials on vectors */
         for (int j = lo; j < hi; j++) sc[j] = ak_dot_f32(hd, qv, cache_row(c->b[1], p->kv_f16, base + j, hd, tmp)) * p->scale;
         if (p->softcap > 0) ak_cpu_softcap_row(sc + lo, hi - lo, p->softcap);
-        float m = -INFINITY, l = 0;
+        float m = -INFINITY;
         for (int j = lo; j < hi; j++) m = sc[j] > m ? sc[j] : m;
+        const float l = exp_sub_row(sc + lo, hi - lo, m);
         memset(acc, 0, (size_t)hd * sizeof(float));
-        for (int j = lo; j < hi; j++) {
-            float e = expf(sc[j] - m);
-            l += e;
-            axpy(acc, e, cache_row(c->b[2], p->kv_f16, base + j, hd, tmp), hd);
-        }
+        for (int j = lo; j < hi; j++) axpy(acc, sc[j], cache_row(c->b[2], p->kv_f16, base + j, hd, tmp), hd);
         float *out = (float *)c->b[3] + (size_t)(p->n - 1) * p->n_heads * hd + (size_t)h * hd;
         for (int k = 0; k < hd; k++) out[k] = acc[k] / l;
     }
