@@ -74,5 +74,5 @@ int ak_json_ints(const char *json, const char *scope, const char *key, int32_t *
 double ak_act_ref(int act, double x) {
     if (act == AK_ACT_SILU) return x / (1 + exp(-x));
     if (act == AK_ACT_GELU_TANH) return x / (1 + exp(-2 * 0.7978845608028654 * (x + 0.044715 * x * x * x)));
-    return 0.5 * x * (1 + erf(x * 0.7071067811865475));
+    return 0.5 * x * erfc(-x * 0.7071067811865475);   /* 1 + erf(z) without its cancellation below 0 */
 }

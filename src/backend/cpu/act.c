@@ -8,12 +8,13 @@ float ak_act_apply(int act, float x) {
     switch (act) {
     case AK_ACT_SILU: return x / (1.0f + expf(-x));
     case AK_ACT_GELU_TANH: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-    default: return 0.5f * x * (1.0f + erff(x * 0.7071067811865475f));
+    default: return 0.5f * x * erfcf(-x * 0.7071067811865475f);   /* 1 + erf(z), exact below 0 too */
     }
 }
 
 #if defined(__x86_64__)
-/* SiLU or tanh-GELU of g (times u) 16 lanes at a time, the tail under a mask. Both are
+/* SiLU, tanh-GELU or erf-GELU (x Phi(x), vecmath.h) of g (times u) 16 lanes at a time,
+ * the tail under a mask. SiLU and tanh-GELU are
  * x * sigmoid(z): z = x for SiLU, z = 2 * 0.79788456 (x + 0.044715 x^3) for GELU, whose
  * 0.5 x (1 + tanh(z / 2)) is that. sigmoid(z) = 1 / (1 + t) for z >= 0 and t / (1 + t)
  * below, with t = e^-|z| so that the exponent stays <= 0. Within a few ulp of the
@@ -23,6 +24,12 @@ __attribute__((target("avx512f"))) static void act_row512(int act, const float *
     for (int64_t k = 0; k < K; k += 16) {
         __mmask16 m = K - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (K - k)) - 1);
         __m512 x = _mm512_maskz_loadu_ps(m, g + k), z = x;
+        if (act == AK_ACT_GELU_ERF) {
+            __m512 y = _mm512_mul_ps(x, ak_phi512(x));
+            if (u) y = _mm512_mul_ps(y, _mm512_maskz_loadu_ps(m, u + k));
+            _mm512_mask_storeu_ps(o + k, m, y);
+            continue;
+        }
         if (act == AK_ACT_GELU_TANH)
             z = _mm512_mul_ps(_mm512_set1_ps(1.5957691216057308f),
                               _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(0.044715f), x), _mm512_mul_ps(x, x), x));
@@ -40,6 +47,12 @@ __attribute__((target("avx2,fma"))) static void act_row256(int act, const float 
     for (int64_t k = 0; k < K; k += 8) {
         __m256i m = ak_lanes256(K - k);
         __m256 x = _mm256_maskload_ps(g + k, m), z = x;
+        if (act == AK_ACT_GELU_ERF) {
+            __m256 y = _mm256_mul_ps(x, ak_phi256(x));
+            if (u) y = _mm256_mul_ps(y, _mm256_maskload_ps(u + k, m));
+            _mm256_maskstore_ps(o + k, m, y);
+            continue;
+        }
         if (act == AK_ACT_GELU_TANH)
             z = _mm256_mul_ps(_mm256_set1_ps(1.5957691216057308f),
                               _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), x), _mm256_mul_ps(x, x), x));
@@ -54,8 +67,9 @@ __attribute__((target("avx2,fma"))) static void act_row256(int act, const float 
 
 void ak_cpu_act_row(int act, const float *g, const float *u, float *o, int64_t K) {
 #if defined(__x86_64__)
-    if ((act == AK_ACT_SILU || act == AK_ACT_GELU_TANH) && ak_cpu_simd >= 2) { act_row512(act, g, u, o, K); return; }
-    if ((act == AK_ACT_SILU || act == AK_ACT_GELU_TANH) && ak_cpu_simd >= 1) { act_row256(act, g, u, o, K); return; }
+    const bool known = act == AK_ACT_SILU || act == AK_ACT_GELU_TANH || act == AK_ACT_GELU_ERF;
+    if (known && ak_cpu_simd >= 2) { act_row512(act, g, u, o, K); return; }
+    if (known && ak_cpu_simd >= 1) { act_row256(act, g, u, o, K); return; }
 #endif
     if (u) for (int64_t k = 0; k < K; k++) o[k] = ak_act_apply(act, g[k]) * u[k];
     else for (int64_t k = 0; k < K; k++) o[k] = ak_act_apply(act, g[k]);

@@ -137,11 +137,12 @@ static void test_act_down(void) {
         }
 }
 
-/* SiLU and tanh-GELU across the whole float range of their input (the AVX-512 path takes
- * e^-|z|, so that its exponent stays <= 0), gated and not, with an odd K for the masked
- * tail: within 5e-7 of the double-precision value; for GELU plus 3e-7 |z| (z = 2 *
- * 0.798 (x + 0.0447 x^3), rounded in float, is an exponent) and, on the scalar path,
- * 1e-7 |x| (its 1 + tanhf cancels for negative x). */
+/* SiLU, tanh-GELU and erf-GELU across the whole float range of their input (the vector
+ * paths take e^-|z|, so that the exponent stays <= 0), gated and not, with an odd K for
+ * the masked tail: within 5e-7 of the double-precision value (erf-GELU 6e-7); for
+ * tanh-GELU plus 3e-7 |z| (z = 2 * 0.798 (x + 0.0447 x^3), rounded in float, is an
+ * exponent) and, on the scalar path, 1e-7 |x| (its 1 + tanhf cancels for negative x);
+ * erf-GELU's scalar erfcf plus 1.2e-7 x^2 (its rounded argument). */
 static void test_act_range(void) {
     enum { K = 203 };
     float g[K], u[K], o[K];
@@ -152,20 +153,36 @@ static void test_act_range(void) {
     g[7] = 0.f;
     g[8] = -1e-4f;
     g[9] = 1e-4f;
-    for (int act = AK_ACT_SILU; act <= AK_ACT_GELU_TANH; act++)
-        for (int gated = 0; gated < 2; gated++) {
-            ak_cpu_act_row(act, g, gated ? u : NULL, o, K);
+    /* and densely over -12 .. 12, where the curves bend (the erf GELU switches branch at
+     * |x| = 0.71), in the other half of the buffers */
+    enum { D = 1001 };
+    static float gd[D], ud[D], od[D];
+    for (int k = 0; k < D; k++) {
+        gd[k] = -12.f + 24.f * (float)k / (float)(D - 1);
+        ud[k] = 1.f;
+    }
+    for (int act = AK_ACT_SILU; act <= AK_ACT_GELU_ERF; act++)
+        for (int gated = 0; gated < 4; gated++) {
+            const bool dense = gated >= 2;
+            const float *gg = dense ? gd : g, *uu = dense ? ud : u;
+            float *oo = dense ? od : o;
+            const int n = dense ? D : K;
+            ak_cpu_act_row(act, gg, gated & 1 ? uu : NULL, oo, n);
             double worst = 0;
-            for (int k = 0; k < K; k++) {
-                double x = g[k], w = gated ? u[k] : 1.0, r = ak_act_ref(act, x) * w, rel = 5e-7, slack = 0;
+            for (int k = 0; k < n; k++) {
+                double x = gg[k], w = gated & 1 ? uu[k] : 1.0, r = ak_act_ref(act, x) * w,
+                       rel = act == AK_ACT_GELU_ERF ? 6e-7 : 5e-7, slack = 0;
+                if (act == AK_ACT_GELU_ERF && ak_cpu_simd < 1)   /* erfcf of x / sqrt 2 rounded: 2 z^2 ulp */
+                    rel += 1.2e-7 * x * x;
                 if (act == AK_ACT_GELU_TANH) {
                     rel += 3e-7 * fabs(2 * sqrt(2 / M_PI) * (x + 0.044715 * x * x * x));
                     if (ak_cpu_simd < 1) slack = 1e-7 * fabs(x) * w;   /* the scalar tanhf form */
                 }
-                double e = fabs(o[k] - r) - rel * fabs(r) - slack;
+                double e = fabs(oo[k] - r) - rel * fabs(r) - slack;
                 if (e > worst) worst = e;
             }
-            CHECK(worst <= 1e-35, "act %d over -101..102 (gated %d): error beyond the bound: %g", act, gated, worst);
+            CHECK(worst <= 1e-35, "act %d over %s (gated %d): error beyond the bound: %g", act, dense ? "-12..12" : "-101..102",
+                  gated & 1, worst);
         }
 }
 
