@@ -22,7 +22,7 @@ float ak_act_apply(int act, float x) {
 __attribute__((target("avx512f"))) static void act_row512(int act, const float *g, const float *u, float *o, int64_t K) {
     const __m512 one = _mm512_set1_ps(1.f), zero = _mm512_setzero_ps();
     for (int64_t k = 0; k < K; k += 16) {
-        __mmask16 m = K - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (K - k)) - 1);
+        __mmask16 m = ak_lanes512(K - k);
         __m512 x = _mm512_maskz_loadu_ps(m, g + k), z = x;
         if (act == AK_ACT_GELU_ERF) {
             __m512 y = _mm512_mul_ps(x, ak_phi512(x));
@@ -91,7 +91,7 @@ void ak_cpu_act_gate(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
 __attribute__((target("avx512f"))) static void softcap_row512(float *x, int64_t n, float cap) {
     const __m512 c = _mm512_set1_ps(cap);
     for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __mmask16 m = ak_lanes512(n - i);
         __m512 v = _mm512_maskz_loadu_ps(m, x + i);
         _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(c, ak_tanh512(_mm512_div_ps(v, c))));
     }

@@ -93,7 +93,7 @@ __attribute__((target("avx512f"))) static float exp_sub_row512(float *x, int n, 
     const __m512 mv = _mm512_set1_ps(m);
     __m512 s = _mm512_setzero_ps();
     for (int j = 0; j < n; j += 16) {
-        __mmask16 k = n - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - j)) - 1);
+        __mmask16 k = ak_lanes512(n - j);
         __m512 e = _mm512_maskz_mov_ps(k, ak_exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), mv)));
         _mm512_mask_storeu_ps(x + j, k, e);
         s = _mm512_add_ps(s, e);

@@ -93,9 +93,9 @@ void ak_unpack_row(ak_dtype t, const void *w, int64_t K, void *buf, ak_prow *out
 void ak_gemm_q8_tile(int64_t K, const ak_prow *w, int mr, const ak_xq *x, int nr, float *out, int ldo);
 
 float ak_act_apply(int act, float x);
-/* o[k] = act(g[k]) * u[k] (u NULL: act(g[k])) for k < K; SiLU and tanh-GELU on AVX-512
- * where present. */
+/* o[k] = act(g[k]) * u[k] (u NULL: act(g[k])) for k < K, on AVX-512 or AVX2 where present. */
 void ak_cpu_act_row(int act, const float *g, const float *u, float *o, int64_t K);
+/* x = cap * tanh(x / cap) over a row, on vectors where present. */
 void ak_cpu_softcap_row(float *x, int64_t n, float cap);
 
 void ak_cpu_embed(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls);

@@ -44,6 +44,11 @@ __attribute__((target("avx512f"), always_inline)) static inline __m512 ak_exp512
     return _mm512_maskz_mov_ps(live, _mm512_scalef_ps(y, n));
 }
 
+/* Lanes of n below: all of the first n of 16 (masked loads and stores). */
+__attribute__((target("avx512f"), always_inline)) static inline __mmask16 ak_lanes512(int64_t n) {
+    return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1);
+}
+
 /* tanh on AVX-512 within a few ulp everywhere: Cephes' odd polynomial below |x| = 0.625,
  * (1 - t) / (1 + t) with t = e^-2|x| above it (no cancellation there); NaN stays NaN. */
 __attribute__((target("avx512f"), always_inline)) static inline __m512 ak_tanh512(__m512 x) {
