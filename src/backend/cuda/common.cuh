@@ -178,7 +178,7 @@ __device__ __forceinline__ float ak_dev_act(int act, float x) {
     switch (act) {
     case AK_ACT_SILU: return x / (1.0f + expf(-x));
     case AK_ACT_GELU_TANH: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-    default: return 0.5f * x * (1.0f + erff(x * 0.7071067811865475f));
+    default: return 0.5f * x * erfcf(-x * 0.7071067811865475f);   /* 1 + erf(z), exact below 0 too */
     }
 }
 
