@@ -3,10 +3,11 @@
  * dequantizers (the CPU backend quantizes activations, so it is not exact there); the
  * other kernels against the CPU backend on the same inputs. GEMV and GEMM for every
  * dtype (fast and generic GEMV paths, batched GEMV, cuBLAS GEMM, multi-segment, mixed
- * dtypes, bias, last row only), activation+down, embedding per dtype (repacked and file
- * layouts), decode attention at long context (split-K), decode attention with its split
- * merge folded into the output projection, and tiled prefill attention (GQA, causal,
- * sliding window, softcap, F16 cache), RoPE + KV write, norms, argmax.
+ * dtypes, bias, last row only), activation+down, two layers of fused decode GEMVs over 9
+ * steps, embedding per dtype (repacked and file layouts), decode attention at long
+ * context (split-K), decode attention with its split merge folded into the output
+ * projection, and tiled prefill attention (GQA, causal, sliding window, softcap, F16
+ * cache), RoPE + KV write, norms, argmax.
  * Exits 77 (skipped) where no GPU is present. */
 #include "backend/backend.h"
 #include "core/dtype.h"
@@ -349,6 +350,106 @@ static void test_gated(void) {
     }
 }
 
+/* Two layers' worth of decode GEMVs: "x += W2 W1 norm(x); x += W2' (W1' norm(x) + b);
+ * out = W3 norm(x)", which the decode fusions turn into five streaming GEMVs (the norms
+ * folded into the GEMV after them, the residual adds into W2 and W2'), in one quant type
+ * or mixed (variant 2). Run for 9 steps (the 8-step graph, then the 1-step one) against a
+ * double reference of 9 steps; every GEMV reads all of what the one before it wrote. */
+static double rms_norm_ref(const double *x, const float *w, int n, double *out) {
+    double ss = 0;
+    for (int k = 0; k < n; k++) ss += x[k] * x[k];
+    double r = 1.0 / sqrt(ss / n + 1e-5);
+    for (int k = 0; k < n; k++) out[k] = x[k] * r * w[k];
+    return r;
+}
+
+static void mv_ref(ak_dtype t, const uint8_t *w, int K, int N, const double *x, const float *bias, double *y, float *row) {
+    for (int j = 0; j < N; j++) {
+        deq_row(t, w, K, j, row);
+        double a = bias ? bias[j] : 0;
+        for (int k = 0; k < K; k++) a += (double)row[k] * x[k];
+        y[j] = a;
+    }
+}
+
+static void test_decode_layers(void) {
+    enum { D = 1024, H = 2816, V = 5000, STEPS = 9 };
+    for (int v = 0; v < 3; v++) {
+        const ak_dtype q = v == 1 ? AK_Q8_0 : AK_Q4_0;
+        const ak_dtype dt[5] = {q, q, q, v == 2 ? AK_Q8_0 : q, q};   /* W1 W2 W1' W2' W3 */
+        const int Ks[5] = {D, H, D, H, D}, Ns[5] = {H, D, H, D, V};
+        world w;
+        memset(&w, 0, sizeof w);
+        size_t off[5], tot = 0;
+        for (int m = 0; m < 5; m++) {
+            off[m] = tot;
+            tot = (tot + ak_dtype_row_bytes(dt[m], Ks[m]) * (size_t)Ns[m] + 255) & ~(size_t)255;
+        }
+        const size_t off_nw = tot, off_b = tot + 3 * D * 4;
+        w_set(&w, AK_BUF_WEIGHTS, off_b + H * 4);
+        for (int m = 0; m < 5; m++) fill_quant(w.data[0] + off[m], dt[m], (int64_t)Ks[m] * Ns[m]);
+        float *nw = (float *)(w.data[0] + off_nw), *bias = (float *)(w.data[0] + off_b);
+        for (int i = 0; i < 3 * D; i++) nw[i] = 1.f + 0.5f * ak_rand_f(&rng);
+        for (int i = 0; i < H; i++) bias[i] = ak_rand_f(&rng);
+        w_rand(&w, AK_BUF_X, D * 4, 1.f);
+        w_set(&w, AK_BUF_XN, D * 4);
+        w_set(&w, AK_BUF_GU, H * 4);
+        w_set(&w, AK_BUF_T, D * 4);
+        w_set(&w, AK_BUF_LOGITS, V * 4);
+        ak_table tb = {0};
+        ak_cmd *c;
+        for (int m = 0; m < 5; m++) {
+            if (m == 0) {
+                ak_p_norm pn = {.n = 1, .dim = D, .eps = 1e-5f};
+                c = ak_table_push(&tb, AK_K_NORM, &pn, sizeof pn, "norm");
+                ak_cmd_bind(c, 0, AK_BUF_X, 0);
+                ak_cmd_bind(c, 1, AK_BUF_WEIGHTS, off_nw);
+                ak_cmd_bind(c, 2, AK_BUF_XN, 0);
+            } else if (m == 2 || m == 4) {
+                ak_p_norm pn = {.n = 1, .dim = D, .eps = 1e-5f};
+                c = ak_table_push(&tb, AK_K_ADD_NORM, &pn, sizeof pn, "add_norm");
+                ak_cmd_bind(c, 0, AK_BUF_X, 0);
+                ak_cmd_bind(c, 1, AK_BUF_T, 0);
+                ak_cmd_bind(c, 2, AK_BUF_WEIGHTS, off_nw);
+                ak_cmd_bind(c, 3, AK_BUF_WEIGHTS, off_nw + (size_t)(m / 2) * D * 4);
+                ak_cmd_bind(c, 4, AK_BUF_XN, 0);
+            }
+            const bool in_xn = m % 2 == 0;
+            const ak_buf_id y = m == 4 ? AK_BUF_LOGITS : in_xn ? AK_BUF_GU : AK_BUF_T;
+            ak_p_mm p = {.n = 1, .K = Ks[m], .nseg = 1, .N = {Ns[m]}, .dtype = {dt[m]}, .ld_x = Ks[m], .ld_y = Ns[m], .has_bias = m == 2};
+            c = ak_table_push(&tb, AK_K_GEMV, &p, sizeof p, "mm");
+            for (int s = 0; s < 3; s++) ak_cmd_bind(c, s, AK_BUF_WEIGHTS, off[m]);
+            ak_cmd_bind(c, 3, in_xn ? AK_BUF_XN : AK_BUF_GU, 0);
+            ak_cmd_bind(c, 4, y, 0);
+            ak_cmd_bind(c, 5, AK_BUF_WEIGHTS, off_b);
+        }
+        tb.max_rows = 1;
+        ak_run r = {.pos = 0, .n = 1, .steps = STEPS};
+        double x[D], xn[D], h[H], t[D], *out = malloc(V * sizeof(double));
+        float *row = malloc(H * sizeof(float));
+        for (int k = 0; k < D; k++) x[k] = ((const float *)w.data[AK_BUF_X])[k];
+        for (int s = 0; s < STEPS; s++)
+            for (int l = 0; l < 2; l++) {
+                rms_norm_ref(x, nw + l * D, D, xn);
+                mv_ref(dt[2 * l], w.data[0] + off[2 * l], D, H, xn, l ? bias : NULL, h, row);
+                mv_ref(dt[2 * l + 1], w.data[0] + off[2 * l + 1], H, D, h, NULL, t, row);
+                for (int k = 0; k < D; k++) x[k] += t[k];
+            }
+        rms_norm_ref(x, nw + 2 * D, D, xn);
+        mv_ref(dt[4], w.data[0] + off[4], D, V, xn, NULL, out, row);
+        float *gx = run_on(gpu, &tb, &w, r, AK_BUF_X, 0, D), *go = run_on(gpu, &tb, &w, r, AK_BUF_LOGITS, 0, V);
+        double dx = vs_ref(gx, x, D), d_o = vs_ref(go, out, V);
+        CHECK(dx <= 3e-2 && d_o <= 3e-2, "decode layers variant %d: x rel %.3g, out rel %.3g", v, dx, d_o);
+        printf("decode layers variant %d (%s): x rel %.2e, out rel %.2e\n", v, ak_dtype_info[q].name, dx, d_o);
+        free(gx);
+        free(go);
+        free(out);
+        free(row);
+        ak_table_free(&tb);
+        w_free(&w);
+    }
+}
+
 /* Appends y = W x, one row, W (K x N of dtype t) at the start of the weights. */
 static void push_gemv(ak_table *tb, int K, int N, ak_dtype t, ak_buf_id x, ak_buf_id y, const char *label) {
     ak_p_mm p = {.n = 1, .K = K, .nseg = 1, .N = {N}, .dtype = {t}, .ld_x = K, .ld_y = N};
@@ -602,6 +703,7 @@ int main(void) {
     test_matmul();
     test_act_down();
     test_gated();
+    test_decode_layers();
     test_embed();
     test_attention();
     test_rope_norm_argmax();
