@@ -83,6 +83,16 @@ static void deq_row(ak_dtype t, const uint8_t *w, int K, int j, float *out) {
     ak_dtype_info[t].dequant(w + ak_dtype_row_bytes(t, K) * (size_t)j, out, K);
 }
 
+/* y = W x (+ bias) in double, W (K x N of dtype t) dequantized a row at a time into row. */
+static void mv_ref(ak_dtype t, const uint8_t *w, int K, int N, const double *x, const float *bias, double *y, float *row) {
+    for (int j = 0; j < N; j++) {
+        deq_row(t, w, K, j, row);
+        double a = bias ? bias[j] : 0;
+        for (int k = 0; k < K; k++) a += (double)row[k] * x[k];
+        y[j] = a;
+    }
+}
+
 /* Both backends; returns the relative L2 difference (1 on failure). */
 static double compare(const ak_table *t, const world *w, ak_run r, int out, size_t off, size_t n) {
     float *a = run_on(cpu, t, w, r, out, off, n), *b = run_on(gpu, t, w, r, out, off, n);
@@ -263,11 +273,7 @@ static void test_act_down(void) {
             float *row = malloc((size_t)K * sizeof(float));
             double *h = malloc((size_t)K * sizeof(double));
             for (int k = 0; k < K; k++) h[k] = ak_act_ref(p.act, gu[k]) * gu[K + k];
-            for (int j = 0; j < N; j++) {
-                deq_row(t, w.data[0], K, j, row);
-                ref[j] = 0;
-                for (int k = 0; k < K; k++) ref[j] += (double)row[k] * h[k];
-            }
+            mv_ref(t, w.data[0], K, N, h, NULL, ref, row);
             float *got = run_on(gpu, &tb, &w, r, AK_BUF_T, 0, (size_t)N);
             double d = vs_ref(got, ref, (size_t)N);
             free(got);
@@ -329,11 +335,7 @@ static void test_gated(void) {
             for (int k = 0; k < K; k++) u += (double)row[k] * x[k];
             h[j] = ak_act_ref(act, g) * u;
         }
-        for (int j = 0; j < N2; j++) {
-            deq_row(t, w.data[0] + off_d, N, j, row);
-            ref[j] = 0;
-            for (int k = 0; k < N; k++) ref[j] += (double)row[k] * h[k];
-        }
+        mv_ref(t, w.data[0] + off_d, N, N2, h, NULL, ref, row);
         float *got = run_on(gpu, &tb, &w, r, AK_BUF_T, 0, N2), *up = run_on(gpu, &tb, &w, r, AK_BUF_GU, (size_t)N * 4, N);
         double d = vs_ref(got, ref, N2);
         int zero = 1;
@@ -355,21 +357,11 @@ static void test_gated(void) {
  * folded into the GEMV after them, the residual adds into W2 and W2'), in one quant type
  * or mixed (variant 2). Run for 9 steps (the 8-step graph, then the 1-step one) against a
  * double reference of 9 steps; every GEMV reads all of what the one before it wrote. */
-static double rms_norm_ref(const double *x, const float *w, int n, double *out) {
+static void rms_norm_ref(const double *x, const float *w, int n, double *out) {
     double ss = 0;
     for (int k = 0; k < n; k++) ss += x[k] * x[k];
     double r = 1.0 / sqrt(ss / n + 1e-5);
     for (int k = 0; k < n; k++) out[k] = x[k] * r * w[k];
-    return r;
-}
-
-static void mv_ref(ak_dtype t, const uint8_t *w, int K, int N, const double *x, const float *bias, double *y, float *row) {
-    for (int j = 0; j < N; j++) {
-        deq_row(t, w, K, j, row);
-        double a = bias ? bias[j] : 0;
-        for (int k = 0; k < K; k++) a += (double)row[k] * x[k];
-        y[j] = a;
-    }
 }
 
 static void test_decode_layers(void) {
