@@ -60,6 +60,31 @@ __device__ __forceinline__ void load_dpl(const void *cache, size_t i, float (&v)
 }
 #define AK_DEC_UNROLL 4
 
+/* NV warp sums at once (NV a power of two up to 32): at offset o a lane keeps the half of
+ * its values picked by its bit o and adds its partner's copy of that half, so each round
+ * halves the values; once one is left, plain butterfly rounds finish it. Lane l ends with
+ * the whole sum of value l >> (5 - log2 NV). */
+template <int NV>
+__device__ __forceinline__ float warp_reduce_scatter(float (&r)[NV]) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int rd = 0; rd < 5; rd++) {
+        const int o = 16 >> rd, h = (NV >> rd) / 2;   /* h: values kept after this round */
+        if (h == 0) {
+            r[0] += __shfl_xor_sync(0xffffffffu, r[0], o);
+            continue;
+        }
+        const bool hi = lane & o;
+#pragma unroll
+        for (int i = 0; i < NV / 2; i++) {
+            if (i >= h) break;
+            const float send = hi ? r[i] : r[i + h], keep = hi ? r[i + h] : r[i];
+            r[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+        }
+    }
+    return r[0];
+}
+
 
 /* The rope_kv folded into a one-row decode attention (fuse_decode), with k_rope_kv's
  * arithmetic: the block ropes (and head-normalises) its own query heads from the QKV row
@@ -230,16 +255,19 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
                 for (int e = 0; e < DPL; e++) dot += q[g][e] * kk[t][e];
                 sc[g][t] = dot;
             }
+        {   /* the MG * AK_DEC_UNROLL warp sums as one reduce-scatter (each lane ends with
+             * one whole score: NV - 1 shuffles and a few butterfly rounds rather than
+             * 5 NV), scaled once per lane, then gathered back (NV shuffles). The key
+             * loop keeps scores and maxima in log2 units: exp2f is one MUFU operation,
+             * expf several instructions around it. */
+            constexpr int NV = MG * AK_DEC_UNROLL, SH = NV >= 32 ? 0 : NV >= 16 ? 1 : NV >= 8 ? 2 : NV >= 4 ? 3 : NV >= 2 ? 4 : 5;
+            float r[NV];
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
+            for (int i = 0; i < NV; i++) r[i] = sc[i / AK_DEC_UNROLL][i % AK_DEC_UNROLL];
+            const float own = attn_score(warp_reduce_scatter<NV>(r), p) * 1.44269504f;
 #pragma unroll
-            for (int g = 0; g < MG; g++)
-#pragma unroll
-                for (int t = 0; t < AK_DEC_UNROLL; t++) sc[g][t] += __shfl_xor_sync(0xffffffffu, sc[g][t], o);
-#pragma unroll
-        for (int g = 0; g < MG; g++)
-#pragma unroll
-            for (int t = 0; t < AK_DEC_UNROLL; t++) sc[g][t] = attn_score(sc[g][t], p);
+            for (int i = 0; i < NV; i++) sc[i / AK_DEC_UNROLL][i % AK_DEC_UNROLL] = __shfl_sync(0xffffffffu, own, i << SH);
+        }
         /* one online softmax update per head: a chain of one rescale per AK_DEC_UNROLL keys */
 #pragma unroll
         for (int g = 0; g < MG; g++) {
@@ -249,13 +277,13 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
                 if (j0 + t * AK_DEC_WARPS >= k1) sc[g][t] = -INFINITY;
                 mn = fmaxf(mn, sc[g][t]);
             }
-            const float c = expf(m[g] - mn);   /* key t = 0 is always in range: mn is finite */
+            const float c = exp2f(m[g] - mn);   /* key t = 0 is always in range: mn is finite */
             l[g] *= c;
 #pragma unroll
             for (int e = 0; e < DPL; e++) acc[g][e] *= c;
 #pragma unroll
             for (int t = 0; t < AK_DEC_UNROLL; t++) {
-                const float pr = expf(sc[g][t] - mn);
+                const float pr = exp2f(sc[g][t] - mn);
                 l[g] += pr;
 #pragma unroll
                 for (int e = 0; e < DPL; e++) acc[g][e] += pr * vv[t][e];
@@ -266,7 +294,7 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
     if (SPRE) __syncthreads();   /* every warp is done with the preloaded keys */
 #pragma unroll
     for (int g = 0; g < MG; g++) {   /* idle heads too (q = 0): every factor below is defined */
-        if (lane == 0) { sh[w][g][0] = m[g]; sh[w][g][1] = l[g]; }
+        if (lane == 0) { sh[w][g][0] = m[g] * 0.693147181f; sh[w][g][1] = l[g]; }   /* back to natural units */
 #pragma unroll
         for (int e = 0; e < DPL; e++) sh[w][g][2 + DPL * lane + e] = acc[g][e];
     }
