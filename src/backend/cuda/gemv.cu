@@ -75,11 +75,60 @@ __device__ __forceinline__ float gq_act_mul(int act, float g, float u) {
     return act == AK_ACT_SILU ? __fdividef(g, 1.0f + __expf(-g)) * u : ak_dev_act(act, g) * u;
 }
 
+/* Barriers among the 16 consumer warps only (the producer warp takes no part). */
+template <bool PROD> __device__ __forceinline__ void gq_sync() {
+    if (PROD) asm volatile("bar.sync 1, %0;" ::"n"(AK_GQ_THREADS) : "memory");
+    else __syncthreads();
+}
+template <bool PROD> __device__ __forceinline__ float gq_block_sum(float v, float *red) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    v = ak_warp_sum(v);
+    gq_sync<PROD>();
+    if (lane == 0) red[w] = v;
+    gq_sync<PROD>();
+    v = lane < AK_GQ_WARPS ? red[lane] : 0.f;
+    return ak_warp_sum(v);
+}
+/* mbarriers and bulk copies (sm_90; the PROD kernels run only there, see gq_prod) */
+__device__ __forceinline__ uint32_t gq_sa(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define AK_SM90_ASM(...) __trap()
+#else
+#define AK_SM90_ASM(...) asm volatile(__VA_ARGS__)
+#endif
+__device__ __forceinline__ void mb_init(uint64_t *b, int n) { AK_SM90_ASM("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(gq_sa(b)), "r"(n) : "memory"); }
+/* try_wait with a time hint: a consumer sleeps until its stage lands rather than spinning */
+__device__ __forceinline__ bool mb_test(uint64_t *b, int parity) {
+    uint32_t ok = 1;
+    AK_SM90_ASM("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n selp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(ok) : "r"(gq_sa(b)), "r"(parity), "r"(1000000) : "memory");
+    return ok;
+}
+__device__ __forceinline__ void mb_wait(uint64_t *b, int parity) { while (!mb_test(b, parity)) {} }
+__device__ __forceinline__ bool mb_poll(uint64_t *b, int parity) {   /* never sleeps */
+    uint32_t ok = 1;
+    AK_SM90_ASM("{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(ok) : "r"(gq_sa(b)), "r"(parity) : "memory");
+    return ok;
+}
+__device__ __forceinline__ void mb_arrive(uint64_t *b) {
+    AK_SM90_ASM("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(gq_sa(b)) : "memory");
+}
+/* one arrival that also expects `bytes` of bulk copies to land */
+__device__ __forceinline__ void mb_arrive_tx(uint64_t *b, uint32_t bytes) {
+    AK_SM90_ASM("{\n .reg .b64 st;\n mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}" ::"r"(gq_sa(b)), "r"(bytes) : "memory");
+}
+/* a copy engine transfer of n bytes (16-byte multiples and alignment) that completes on mbar */
+__device__ __forceinline__ void ak_bulk_copy(void *dst, const void *src, uint32_t n, uint64_t *mbar) {
+    AK_SM90_ASM("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(gq_sa(dst)), "l"(src), "r"(n), "r"(gq_sa(mbar)) : "memory");
+}
+
 /* x as int8 codes in shared memory: per 32 values d = max|x| / 127, the codes and their
  * sum, with TPB threads per 32 values (all loads of a thread in flight at once), x made
  * on the way (PRO: RMSNorm with pro_w, act(g) * u with u at x + K, or the merge of the
  * attention's ms splits in pro_w, where ms > 0). */
-template <int TPB, int PRO>
+template <int TPB, int PRO, bool PROD>
 __device__ __forceinline__ void gq_prep(const ak_cuda_args &a, const float *x, int K, int nb, int8_t *xq, float *xd,
                                         int *xs, int ms) {
     constexpr int V = 32 / TPB;
@@ -96,7 +145,7 @@ __device__ __forceinline__ void gq_prep(const ak_cuda_args &a, const float *x, i
             float4 v = ((const float4 *)x)[k];
             ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
         }
-        r = 1.0f / sqrtf(ak_block_sum(ss, red) / (float)K + a.eps);
+        r = 1.0f / sqrtf(gq_block_sum<PROD>(ss, red) / (float)K + a.eps);
     }
     for (int b0 = 0; b0 < nb; b0 += per) {
         const int b = b0 + (int)threadIdx.x / TPB, k0 = 32 * b + V * sub;
@@ -145,7 +194,7 @@ __device__ __forceinline__ void gq_prep(const ak_cuda_args &a, const float *x, i
             float ss = 0.f;
 #pragma unroll
             for (int i = 0; i < V; i++) ss += v[i] * v[i];
-            r = 1.0f / sqrtf(ak_block_sum(ss, red) / (float)K + a.eps);
+            r = 1.0f / sqrtf(gq_block_sum<PROD>(ss, red) / (float)K + a.eps);
         }
 #pragma unroll
         for (int i = 0; i < V; i++) {
@@ -179,8 +228,8 @@ __device__ __forceinline__ void gq_prep(const ak_cuda_args &a, const float *x, i
     }
 }
 
-template <int DT, int PRO, int JC>
-__global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg_range sr, int S, int tmax) {
+template <int DT, int PRO, int JC, bool PROD>
+__global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg_range sr, int S, int tmax) {
     using Sh = gq_shape<DT>;
     /* items per stage: whole slices */
     constexpr int U = (Sh::U / JC > 0 ? Sh::U / JC : 1) * JC;
@@ -242,11 +291,57 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
         }
         ak_cp_async_commit();
     };
+    /* PROD (see gq_prod): warp 16 fills every consumer warp's ring by bulk copies and
+     * never waits for the previous kernel (weights depend on nothing it writes), so the
+     * consumers wait at once and the ring fills during their wait and x prologue. An
+     * empty barrier per slot says its consumer is done with it, a full one that its
+     * bytes have landed. */
+    constexpr int NBAR = PROD ? AK_GQ_WARPS * AK_GQ_STAGES : 1;
+    __shared__ __align__(8) uint64_t mb_full[NBAR], mb_empty[NBAR];
+    if (PROD) {
+        if (threadIdx.x == 0)
+            for (int i = 0; i < NBAR; i++) { mb_init(&mb_full[i], 1); mb_init(&mb_empty[i], 1); }
+        __syncthreads();
+    }
+    if (PROD && wid == AK_GQ_WARPS) {
+        if (st_.stopped || lane >= AK_GQ_WARPS) return;
+        /* lane c streams consumer warp c's stages: per row, its JC items' quants, then their
+         * scales, in two bulk copies (nb is a multiple of 8: the sizes are of 16 bytes) */
+        const int c = lane, rgc = c / S, j0c = (c % S) * JC, r0c = c0 + blockIdx.x * RG + rgc;
+        const int nrc = !(rgc < RG && r0c < (NP ? NP : c1)) ? 0
+                      : NP ? 2 * ((NP - r0c + groups - 1) / groups) : (c1 - r0c + groups - 1) / groups;
+        const int nst = (nrc * JC + U - 1) / U, blk = min(JC * 32, nb - 32 * j0c);
+        int prow = r0c, rows_left = nrc;
+        /* the 16 lanes poll in step (a lane asleep on its own barrier held up the others) */
+        for (int k = 0;;) {
+            if (!__any_sync(0x0000ffffu, k < nst)) break;
+            const int slot = k % AK_GQ_STAGES, bi = c * AK_GQ_STAGES + slot;
+            const bool go = k < nst && (k < AK_GQ_STAGES || mb_poll(&mb_empty[bi], (k / AK_GQ_STAGES - 1) & 1));
+            if (!go) continue;
+            k++;
+            uint8_t *dst = smem + gq_x_bytes(K) + (size_t)bi * Sh::STAGE;
+            uint32_t bytes = 0;
+            for (int rr = 0; rr < U / JC && rows_left > 0; rr++, rows_left--, dst += JC * Sh::ITEM) {
+                const int g = seg_of(p, prow);
+                const uint8_t *row = seg_w(a, g) + (size_t)(prow - seg_start(p, g)) * rb;
+                if (blk > 0) {
+                    ak_bulk_copy(dst, row + (size_t)32 * j0c * Sh::QB, blk * Sh::QB, &mb_full[bi]);
+                    ak_bulk_copy(dst + JC * 32 * Sh::QB, row + (size_t)nb * Sh::QB + 64 * j0c, blk * 2, &mb_full[bi]);
+                    bytes += blk * (Sh::QB + 2);
+                }
+                prow = next_row(prow);
+            }
+            mb_arrive_tx(&mb_full[bi], bytes);
+        }
+        return;
+    }
     /* the output projection starts during the attention: one stage before its wait, so
      * that its weight requests do not crowd the attention's own loads */
     constexpr int P = PRO == AK_CUDA_PRO_MERGE ? 1 : AK_GQ_STAGES - 1;
+    if (!PROD) {
 #pragma unroll
-    for (int st = 0; st < P; st++) issue(st);
+        for (int st = 0; st < P; st++) issue(st);
+    }
     ak_pdl_wait();
     ak_pdl_trigger();
     tr_.start(a, st_);
@@ -265,10 +360,11 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
         ms = ak_attn_used_splits(keys, a.mrg_splits);
         ms = ms <= AK_ATTN_FOLD ? ms : 0;
     }
-    if (4 * nb <= AK_GQ_THREADS) gq_prep<4, PRO>(a, x, K, nb, xq, xd, xs, ms);
-    else gq_prep<1, PRO>(a, x, K, nb, xq, xd, xs, ms);
-    for (int st = P; st < AK_GQ_STAGES - 1; st++) issue(st);
-    __syncthreads();
+    if (4 * nb <= AK_GQ_THREADS) gq_prep<4, PRO, PROD>(a, x, K, nb, xq, xd, xs, ms);
+    else gq_prep<1, PRO, PROD>(a, x, K, nb, xq, xd, xs, ms);
+    if (!PROD)
+        for (int st = P; st < AK_GQ_STAGES - 1; st++) issue(st);
+    gq_sync<PROD>();
     tr_.mark();
 
     /* this lane's x codes of the slice; blocks past the row end weigh 0 */
@@ -292,9 +388,13 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
     const float *bias = p.has_bias ? (const float *)a.b[5] : NULL;
     int crow = r0, t = 0;
     float gk = 0.f;   /* gated: the gate row's sum, until its up row */
-    for (int i0 = 0, slot = 0; i0 < items; i0 += U, slot = slot + 1 == AK_GQ_STAGES ? 0 : slot + 1) {
-        issue(slot == 0 ? AK_GQ_STAGES - 1 : slot - 1);   /* the slot computed last round */
-        ak_cp_async_wait<AK_GQ_STAGES - 1>();
+    for (int i0 = 0, slot = 0, ph = 0; i0 < items; i0 += U, ph ^= slot + 1 == AK_GQ_STAGES, slot = slot + 1 == AK_GQ_STAGES ? 0 : slot + 1) {
+        if (PROD) {
+            mb_wait(&mb_full[wid * AK_GQ_STAGES + slot], ph);
+        } else {
+            issue(slot == 0 ? AK_GQ_STAGES - 1 : slot - 1);   /* the slot computed last round */
+            ak_cp_async_wait<AK_GQ_STAGES - 1>();
+        }
         __syncwarp();
         const uint8_t *src = ring + slot * Sh::STAGE;
 #pragma unroll
@@ -303,7 +403,10 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
             float racc = 0.f;
 #pragma unroll
             for (int j = 0; j < JC; j++) {
-                const uint8_t *it = src + (rr * JC + j) * Sh::ITEM;
+                /* PROD: a row's JC items as its quants then its scales (bulk copies) */
+                const uint8_t *run = src + rr * JC * Sh::ITEM;
+                const uint8_t *it = PROD ? run + j * 32 * Sh::QB : run + j * Sh::ITEM;
+                const uint8_t *sc = PROD ? run + JC * 32 * Sh::QB + j * 64 : it + 32 * Sh::QB;
                 int acc = xo[j], acc2 = 0;   /* two chains of dp4a */
                 if (DT == AK_Q4_0) {
                     uint4 q = *(const uint4 *)(it + lane * Sh::QB);
@@ -323,7 +426,7 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
                         acc2 = __dp4a((int)qw[wi + 1], xr[j][wi + 1], acc2);
                     }
                 }
-                float v = __half2float(((const __half *)(it + 32 * Sh::QB))[lane]) * xdr[j] * (float)(acc + acc2);
+                float v = __half2float(((const __half *)sc)[lane]) * xdr[j] * (float)(acc + acc2);
                 racc += xin[j] ? v : 0.f;   /* past the row end the ring holds stale bytes */
             }
             float v = ak_warp_sum(racc);
@@ -342,14 +445,15 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
             t++;
         }
         __syncwarp();
+        if (PROD && lane == 0) mb_arrive(&mb_empty[wid * AK_GQ_STAGES + slot]);
     }
-    ak_cp_async_wait<0>();
+    if (!PROD) ak_cp_async_wait<0>();
     if (S == 1) return;
     /* the slices of each row meet: thread i closes row t = i / RG of group i % RG (gated:
      * rows 2q and 2q + 1, gate and up of pair q) */
-    __syncthreads();
+    gq_sync<PROD>();
     if (NP) {
-        for (int i = threadIdx.x; i < RG * tmax / 2; i += blockDim.x) {
+        for (int i = threadIdx.x; i < RG * tmax / 2; i += AK_GQ_THREADS) {
             int g = i % RG, q = i / RG, pr = blockIdx.x * RG + g + q * groups;
             if (pr >= NP) continue;
             float gv = 0.f, uv = 0.f;
@@ -361,7 +465,7 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg
         }
         return;
     }
-    for (int i = threadIdx.x; i < RG * tmax; i += blockDim.x) {
+    for (int i = threadIdx.x; i < RG * tmax; i += AK_GQ_THREADS) {
         int g = i % RG, tt = i / RG, row = c0 + blockIdx.x * RG + g + tt * groups;
         if (row >= c1) continue;
         float v = 0.f;
@@ -446,18 +550,32 @@ static bool fast_ok(const ak_cuda_args &a, const ak_p_mm *p, int g0, int g1) {
     return ok && (dt == AK_Q8_0 ? gq_fits<AK_Q8_0>(p->K, total, pair) : gq_fits<AK_Q4_0>(p->K, total, pair));
 }
 
+/* The producer-warp kernel for the GEMVs that normalise their input (QKV, gate/up, the
+ * output) where a row's items are bulk copies of 2 KB or more. Their consumers then
+ * wait at once and the prologue reads x while the ring fills: H100 tg128 8B Q4_0 1.038x,
+ * Q8_0 1.030x. Elsewhere it lost: the down and output projections' x prologues (57 KB
+ * of x; the attention's splits) took longer with the whole ring in flight, and copies of
+ * 512 bytes (K = 1024) streamed at a third of the rate (Qwen3-0.6B output 0.92x). */
+template <int DT, int PRO> static bool gq_prod(int JC) { return PRO == AK_CUDA_PRO_NORM && ak_cuda_pdl && JC * 32 * gq_shape<DT>::QB >= 2048; }
+
+template <int DT, int PRO, bool PROD>
+static cudaError_t launch_q(const ak_cuda_args &a, gq_cut c, seg_range sr, cudaStream_t st, dim3 g, size_t sm) {
+    dim3 b(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS);
+    switch (c.JC) {
+    case 1: return ak_launch(k_gemv_q<DT, PRO, 1, PROD>, g, b, sm, st, a, sr, c.S, c.tmax);
+    case 2: return ak_launch(k_gemv_q<DT, PRO, 2, PROD>, g, b, sm, st, a, sr, c.S, c.tmax);
+    case 3: return ak_launch(k_gemv_q<DT, PRO, DT == AK_Q4_0 ? 3 : 1, PROD>, g, b, sm, st, a, sr, c.S, c.tmax);
+    default: return ak_launch(k_gemv_q<DT, PRO, DT == AK_Q4_0 ? 4 : 1, PROD>, g, b, sm, st, a, sr, c.S, c.tmax);
+    }
+}
 template <int DT, int PRO>
 static cudaError_t launch_q(const ak_cuda_args &a, int total, seg_range sr, int K, cudaStream_t st) {
     int blocks = gq_blocks(total);
     gq_cut c = gq_plan<DT>(K, total, blocks, a.gated);
-    dim3 g(blocks), b(AK_GQ_THREADS);
     size_t sm = gq_smem<DT>(K, c.tmax);
-    switch (c.JC) {
-    case 1: return ak_launch(k_gemv_q<DT, PRO, 1>, g, b, sm, st, a, sr, c.S, c.tmax);
-    case 2: return ak_launch(k_gemv_q<DT, PRO, 2>, g, b, sm, st, a, sr, c.S, c.tmax);
-    case 3: return ak_launch(k_gemv_q<DT, PRO, DT == AK_Q4_0 ? 3 : 1>, g, b, sm, st, a, sr, c.S, c.tmax);
-    default: return ak_launch(k_gemv_q<DT, PRO, DT == AK_Q4_0 ? 4 : 1>, g, b, sm, st, a, sr, c.S, c.tmax);
-    }
+    if constexpr (PRO == AK_CUDA_PRO_NORM)
+        if (gq_prod<DT, PRO>(c.JC)) return launch_q<DT, PRO, true>(a, c, sr, st, dim3(blocks), sm);
+    return launch_q<DT, PRO, false>(a, c, sr, st, dim3(blocks), sm);
 }
 
 template <int PRO>
@@ -510,10 +628,11 @@ static ak_cuda_args act_down_args(const ak_cuda_args &c) {
 
 /* The streaming kernels' shared memory beyond 48 KB; once per process. */
 template <int DT, int JC> static cudaError_t gq_init() {
-    cudaError_t e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NONE, JC>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NORM, JC>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_ACT, JC>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_MERGE, JC>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    cudaError_t e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NONE, JC, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NORM, JC, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NORM, JC, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_ACT, JC, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_MERGE, JC, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
     return e;
 }
 extern "C" int ak_cuda_init_gemv(void) {
