@@ -37,7 +37,8 @@ __device__ __forceinline__ int seg_dtype(const ak_p_mm &p, int g) { return g == 
  * flight without holding registers; dp4a multiplies, a warp sum closes each slice, and
  * with S > 1 the slices meet in shared memory at the end. The first stages are
  * requested before waiting for the previous kernel (weights depend on nothing it
- * writes). The result is stored, or added to y (the residual add). */
+ * writes); where gq_prod says so, a 17th warp fills every warp's ring by bulk copies
+ * instead and never waits. The result is stored, or added to y (the residual add). */
 #define AK_GQ_THREADS 512   /* one block per multiprocessor: x is prepared once per SM (256 threads: -20 %) */
 #define AK_GQ_WARPS (AK_GQ_THREADS / 32)
 #define AK_GQ_STAGES 4      /* 2 stages (two blocks fit per multiprocessor): -2 % to +1 % */
