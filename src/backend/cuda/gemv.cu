@@ -313,7 +313,8 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
                       : NP ? 2 * ((NP - r0c + groups - 1) / groups) : (c1 - r0c + groups - 1) / groups;
         const int nst = (nrc * JC + U - 1) / U, blk = min(JC * 32, nb - 32 * j0c);
         int prow = r0c, rows_left = nrc;
-        /* the 16 lanes poll in step (a lane asleep on its own barrier held up the others) */
+        /* the 16 lanes poll in step: none sleeps on its consumer's barrier while another
+         * consumer's slot is free */
         for (int k = 0;;) {
             if (!__any_sync(0x0000ffffu, k < nst)) break;
             const int slot = k % AK_GQ_STAGES, bi = c * AK_GQ_STAGES + slot;
@@ -554,9 +555,9 @@ static bool fast_ok(const ak_cuda_args &a, const ak_p_mm *p, int g0, int g1) {
 }
 
 /* The producer-warp kernel for the GEMVs that normalise their input (QKV, gate/up, the
- * output) where a row's items are bulk copies of 2 KB or more. Their consumers then
- * wait at once and the prologue reads x while the ring fills: H100 tg128 8B Q4_0 1.038x,
- * Q8_0 1.030x. Elsewhere it lost: the down and output projections' x prologues (57 KB
+ * output) where a row's items are bulk copies of 2 KB or more, on sm_90 (where
+ * ak_cuda_pdl is set). Their consumers then wait at once and the prologue reads x while
+ * the ring fills: H100 tg128 8B Q4_0 1.04-1.055x, Q8_0 1.03-1.045x (two runs). Elsewhere it lost: the down and output projections' x prologues (57 KB
  * of x; the attention's splits) took longer with the whole ring in flight, and copies of
  * 512 bytes (K = 1024) streamed at a third of the rate (Qwen3-0.6B output 0.92x). */
 template <int DT, int PRO> static bool gq_prod(int JC) { return PRO == AK_CUDA_PRO_NORM && ak_cuda_pdl && JC * 32 * gq_shape<DT>::QB >= 2048; }
