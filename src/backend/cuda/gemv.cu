@@ -254,7 +254,12 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
      * projection reads half the floats and no activation (every one of its blocks reads
      * all of x: 114 KB each on 8B) */
     const int NP = a.gated ? p.N[0] : 0;
-    const int nrow = !(rg < RG && r0 < (NP ? NP : c1)) ? 0 : NP ? 2 * ((NP - r0 + groups - 1) / groups) : (c1 - r0 + groups - 1) / groups;
+    /* the rows of row group g of this block (the producer warp counts them for each consumer) */
+    auto rows_of = [&](int g) {
+        const int r = c0 + blockIdx.x * RG + g;
+        return !(g < RG && r < (NP ? NP : c1)) ? 0 : NP ? 2 * ((NP - r + groups - 1) / groups) : (c1 - r + groups - 1) / groups;
+    };
+    const int nrow = rows_of(rg);
     auto next_row = [&](int r) { return !NP ? r + groups : r < NP ? r + NP : r - NP + groups; };
     const int items = nrow * JC, j0 = s * JC;   /* this warp's first item of a row */
     uint8_t *ring = smem + gq_x_bytes(K) + (size_t)wid * AK_GQ_STAGES * Sh::STAGE;
@@ -268,7 +273,7 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
         qp = row + (size_t)(32 * j0 + lane) * Sh::QB;
         sp = row + (size_t)nb * Sh::QB + 64 * j0 + 4 * lane;
     };
-    if (fleft) seek();
+    if (!PROD && fleft) seek();   /* PROD: the producer warp addresses the weights */
     /* requests the next U items into ring slot `slot`; always one commit group */
     auto issue = [&](int slot) {
         uint8_t *dst = ring + slot * Sh::STAGE;
@@ -309,8 +314,7 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
         /* lane c streams consumer warp c's stages: per row, its JC items' quants, then their
          * scales, in two bulk copies (nb is a multiple of 8: the sizes are of 16 bytes) */
         const int c = lane, rgc = c / S, j0c = (c % S) * JC, r0c = c0 + blockIdx.x * RG + rgc;
-        const int nrc = !(rgc < RG && r0c < (NP ? NP : c1)) ? 0
-                      : NP ? 2 * ((NP - r0c + groups - 1) / groups) : (c1 - r0c + groups - 1) / groups;
+        const int nrc = rows_of(rgc);
         const int nst = (nrc * JC + U - 1) / U, blk = min(JC * 32, nb - 32 * j0c);
         int prow = r0c, rows_left = nrc;
         /* the 16 lanes poll in step: none sleeps on its consumer's barrier while another
