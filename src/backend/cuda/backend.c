@@ -380,6 +380,17 @@ static void fold_gates(cuda_table *t, const ak_table *tab) {
     }
 }
 
+/* After the fusions (the gate/up GEMV's prologue is known then): the gated pairs whose
+ * GEMV can write act(g) * u as int8 codes do (gated 2). */
+static void code_gates(cuda_table *t) {
+    for (int i = 0; i + 1 < t->n; i++) {
+        ak_cuda_cmd *c = &t->cmds[i], *n = &t->cmds[i + 1];
+        if (c->kernel == AK_K_GEMV && c->a.gated && n->kernel == AK_K_GEMV_ACT_DOWN && n->a.gated &&
+            ak_cuda_gemv_gate_codes(&c->a))
+            c->a.gated = n->a.gated = 2;
+    }
+}
+
 /* Decode fusions. Around the RMSNorms: "x += W h; xn = norm(x) w; y = W' xn" becomes
  * "x += W h" (the GEMV adds into the residual) and "y = W' norm(x) w" (the next GEMV
  * normalises its own input), and a lone "xn = norm(x) w" before a GEMV folds into it,
@@ -514,6 +525,7 @@ static ak_status cu_encode(ak_backend *b, const ak_table *tab, void *const bufs[
         fold_merges(t, tab);
         fold_gates(t, tab);
         fuse_decode(t, tab);
+        code_gates(t);
         plan_trace(t);
         /* decode: one graph per step, and one of AK_CUDA_UNROLL steps */
         ce = capture(cb, t, 1, &t->g1);

@@ -49,16 +49,23 @@ typedef struct {
     /* Decode: the attention's split merge folded into the GEMV after it (see fold_merges):
      * on both, the attention's grid splits (0: not folded); on the GEMV (pro PRO_MERGE,
      * pro_w the attention's scratch) its head size and sliding window. */
-    int32_t mrg_splits, mrg_hd, mrg_window;
+    int32_t mrg_splits, mrg_window;
+    /* mrg_hd on PRO_MERGE; on PRO_Q8, x holds its first codes_k values as codes, the rest
+     * as floats after them (one field: with 8 more bytes of kernel parameters, 296,
+     * Qwen3-0.6B decoded 1 % slower) */
+    union { int32_t mrg_hd, codes_k; };
     /* Decode: act(gate) * up made by the gate/up GEMV's epilogue (see fold_gates): on the
-     * GEMV (with act), write it to y[0, N); on the act_down, x is it. */
+     * GEMV (with act), write it to y; on the act_down, x is it. 1: as N floats; 2: as the
+     * int8 codes the down projection multiplies (ak_cuda_gemv_gate_codes). */
     int32_t gated;
     /* AKUNU_CUDA_TRACE: this command's row of the step timeline, and the traced position */
     int32_t trace_id, trace_pos;
     unsigned long long *trace;
 } ak_cuda_args;
 
-enum { AK_CUDA_PRO_NONE = 0, AK_CUDA_PRO_NORM, AK_CUDA_PRO_ACT, AK_CUDA_PRO_MERGE };
+/* x prologues of the streaming GEMV: none, RMSNorm, act(g) * u, the attention's split
+ * merge, or x given as int8 codes already (gated 2) */
+enum { AK_CUDA_PRO_NONE = 0, AK_CUDA_PRO_NORM, AK_CUDA_PRO_ACT, AK_CUDA_PRO_MERGE, AK_CUDA_PRO_Q8 };
 
 /* Decode attention scratch: per head and split (max, sum, pad, pad, weighted V[head_dim]),
  * V 16-byte aligned; the next GEMV merges up to AK_ATTN_FOLD splits itself. */
@@ -97,6 +104,8 @@ int ak_cuda_gemv_act_down(const ak_cuda_cmd *c, ak_cuda_ctx *x);
 /* Whether a one-row GEMV or act_down command runs on the streaming kernel, which
  * takes the decode fusions. */
 int ak_cuda_gemv_fusable(const ak_cuda_args *a, int kernel);
+/* Whether the gated gate/up GEMV a (gated set) can write act(g) * u as int8 codes. */
+int ak_cuda_gemv_gate_codes(const ak_cuda_args *a);
 
 /* Sets the kernels' shared-memory limits; once per process. */
 int ak_cuda_kernels_init(void);

@@ -66,6 +66,9 @@ template <int DT> static gq_cut gq_plan(int K, int total, int blocks, bool pair)
     return c;
 }
 static __host__ __device__ size_t gq_x_bytes(int K) { return ((size_t)K + (size_t)(K / 32) * 8 + 15) & ~(size_t)15; }
+/* gated codes: how many of the NP products a grid of `blocks` makes as codes (whole
+ * rounds of one chunk of 32 per block, see k_gemv_q) */
+static __host__ __device__ int gq_code_k(int NP, int blocks) { return 32 * blocks * (NP / 32 / blocks); }
 template <int DT> static size_t gq_smem(int K, int tmax) {
     return gq_x_bytes(K) + (size_t)AK_GQ_WARPS * AK_GQ_STAGES * gq_shape<DT>::STAGE + (size_t)AK_GQ_WARPS * tmax * 4;
 }
@@ -123,6 +126,27 @@ __device__ __forceinline__ void mb_arrive_tx(uint64_t *b, uint32_t bytes) {
 __device__ __forceinline__ void ak_bulk_copy(void *dst, const void *src, uint32_t n, uint64_t *mbar) {
     AK_SM90_ASM("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                  ::"r"(gq_sa(dst)), "l"(src), "r"(n), "r"(gq_sa(mbar)) : "memory");
+}
+/* 32 values over TPB threads (V each) as int8 codes: per 32 d = max|x| / 127, the codes
+ * packed four to a word, and their sum (every thread of the 32 gets amax and sum) */
+template <int TPB, int V>
+__device__ __forceinline__ void gq_q8(const float (&v)[V], int (&packed)[V / 4], float &amax, int &sum) {
+    amax = 0.f;
+#pragma unroll
+    for (int i = 0; i < V; i++) amax = fmaxf(amax, fabsf(v[i]));
+#pragma unroll
+    for (int o = 1; o < TPB; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float id = amax > 0.f ? 127.f / amax : 0.f;
+    sum = 0;
+#pragma unroll
+    for (int c = 0; c < V / 4; c++) {
+        int q0 = __float2int_rn(v[4 * c] * id), q1 = __float2int_rn(v[4 * c + 1] * id);
+        int q2 = __float2int_rn(v[4 * c + 2] * id), q3 = __float2int_rn(v[4 * c + 3] * id);
+        sum += q0 + q1 + q2 + q3;
+        packed[c] = (q0 & 0xFF) | (q1 & 0xFF) << 8 | (q2 & 0xFF) << 16 | (int)((uint32_t)(q3 & 0xFF) << 24);
+    }
+#pragma unroll
+    for (int o = 1; o < TPB; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
 }
 
 /* x as int8 codes in shared memory: per 32 values d = max|x| / 127, the codes and their
@@ -202,22 +226,9 @@ __device__ __forceinline__ void gq_prep(const ak_cuda_args &a, const float *x, i
             if (PRO == AK_CUDA_PRO_ACT) v[i] = in ? gq_act_mul(a.act, v[i], w[i]) : 0.f;
             else if (PRO == AK_CUDA_PRO_NORM) v[i] = v[i] * r * w[i];
         }
-        float amax = 0.f;
-#pragma unroll
-        for (int i = 0; i < V; i++) amax = fmaxf(amax, fabsf(v[i]));
-#pragma unroll
-        for (int o = 1; o < TPB; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        const float id = amax > 0.f ? 127.f / amax : 0.f;
-        int sum = 0, packed[V / 4];
-#pragma unroll
-        for (int c = 0; c < V / 4; c++) {
-            int q0 = __float2int_rn(v[4 * c] * id), q1 = __float2int_rn(v[4 * c + 1] * id);
-            int q2 = __float2int_rn(v[4 * c + 2] * id), q3 = __float2int_rn(v[4 * c + 3] * id);
-            sum += q0 + q1 + q2 + q3;
-            packed[c] = (q0 & 0xFF) | (q1 & 0xFF) << 8 | (q2 & 0xFF) << 16 | (int)((uint32_t)(q3 & 0xFF) << 24);
-        }
-#pragma unroll
-        for (int o = 1; o < TPB; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        float amax;
+        int sum, packed[V / 4];
+        gq_q8<TPB, V>(v, packed, amax, sum);
         if (in) {
 #pragma unroll
             for (int c = 0; c < V / 4; c += 2) *(int2 *)(xq + k0 + 4 * c) = make_int2(packed[c], packed[c + 1]);
@@ -229,7 +240,7 @@ __device__ __forceinline__ void gq_prep(const ak_cuda_args &a, const float *x, i
     }
 }
 
-template <int DT, int PRO, int JC, bool PROD>
+template <int DT, int PRO, int JC, bool PROD, bool CL>
 __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg_range sr, int S, int tmax) {
     using Sh = gq_shape<DT>;
     /* items per stage: whole slices */
@@ -248,22 +259,43 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
     /* group g takes rows c0 + g + t * groups: at any moment the grid reads one band of
      * neighbouring rows (as a plain copy would), not thousands of scattered streams */
     const int c0 = seg_start(p, sr.g0), c1 = seg_start(p, sr.g1), groups = gridDim.x * RG;
-    const int r0 = c0 + blockIdx.x * RG + rg;
     /* gated (a.gated, segments gate and up of NP rows each): a group takes gate row r,
      * then up row NP + r, and writes act(gate) * up to y[r] itself, so that the down
      * projection reads half the floats and no activation (every one of its blocks reads
      * all of x: 114 KB each on 8B) */
     const int NP = a.gated ? p.N[0] : 0;
-    /* the rows of row group g of this block (the producer warp counts them for each consumer) */
+    /* gated codes (CL, a.gated 2, see gq_codes_cut): the first CK products come in R
+     * rounds of one chunk of 32 per block (block b: chunks b + t * G; row group g: products
+     * g + e * RG, e < E, of each), so that a block holds whole blocks of the down
+     * projection's x codes and makes them itself at the end; the rest as without codes
+     * (rows CK + g + u * groups), as floats after the codes, which keeps the last round as
+     * even as before (whole chunks there too: gate/up 3.8 us slower on 8B). The down
+     * projection then reads 1.25 bytes per value of the codes, not 4 (every one of its
+     * blocks reads all of x: 23 KB, not 57 KB, on 8B; its x prologue 2.8 us shorter). */
+    const bool codes = CL && NP;
+    const int G = gridDim.x, CK = codes ? gq_code_k(NP, G) : 0, R = codes ? CK / (32 * G) : 0, E = 32 / RG;
+    /* the first row and the rows of row group g of this block (the producer warp counts
+     * them for each consumer) */
+    auto row0_of = [&](int g) { return CL && R ? 32 * (int)blockIdx.x + g : CK + c0 + (int)blockIdx.x * RG + g; };
+    const int r0 = row0_of(rg);
     auto rows_of = [&](int g) {
-        const int r = c0 + blockIdx.x * RG + g;
-        return !(g < RG && r < (NP ? NP : c1)) ? 0 : NP ? 2 * ((NP - r + groups - 1) / groups) : (c1 - r + groups - 1) / groups;
+        const int r = CK + c0 + blockIdx.x * RG + g;
+        return !(g < RG && r < (NP ? NP : c1)) ? 2 * E * R * (g < RG) : 2 * E * R + (NP ? 2 * ((NP - r + groups - 1) / groups) : (c1 - r + groups - 1) / groups);
     };
     const int nrow = rows_of(rg);
-    auto next_row = [&](int r) { return !NP ? r + groups : r < NP ? r + NP : r - NP + groups; };
+    auto next_row = [&](int r) {
+        if (!NP) return r + groups;
+        if (r < NP) return r + NP;   /* gate, then up */
+        if (!CL || r - NP >= CK) return r - NP + groups;
+        r -= NP;
+        if ((r & 31) + RG < 32) return r + RG;   /* a chunk: the group's next product */
+        r -= (E - 1) * RG;
+        return r + 32 * G < CK ? r + 32 * G : CK + (int)blockIdx.x * RG + (r & 31);
+    };
     const int items = nrow * JC, j0 = s * JC;   /* this warp's first item of a row */
     uint8_t *ring = smem + gq_x_bytes(K) + (size_t)wid * AK_GQ_STAGES * Sh::STAGE;
     float *part = (float *)(smem + gq_x_bytes(K) + (size_t)AK_GQ_WARPS * AK_GQ_STAGES * Sh::STAGE);
+    float *hb = part + AK_GQ_WARPS * tmax;   /* codes: the block's R chunks of products */
     /* issue cursor: row, item within the slice, this lane's next quant and scale addresses */
     int frow = r0, fj = 0, fleft = items;
     const uint8_t *qp = NULL, *sp = NULL;
@@ -313,7 +345,7 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
         if (st_.stopped || lane >= AK_GQ_WARPS) return;
         /* lane c streams consumer warp c's stages: per row, its JC items' quants, then their
          * scales, in two bulk copies (nb is a multiple of 8: the sizes are of 16 bytes) */
-        const int c = lane, rgc = c / S, j0c = (c % S) * JC, r0c = c0 + blockIdx.x * RG + rgc;
+        const int c = lane, rgc = c / S, j0c = (c % S) * JC, r0c = row0_of(rgc);
         const int nrc = rows_of(rgc);
         const int nst = (nrc * JC + U - 1) / U, blk = min(JC * 32, nb - 32 * j0c);
         int prow = r0c, rows_left = nrc;
@@ -345,7 +377,7 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
      * that its weight requests do not crowd the attention's own loads; the down projection
      * (after the producer-warp gate/up) two: its wait then releases sooner (tg128 8B
      * 1.005-1.007x, Qwen3-0.6B 1.012x against three; one: no change) */
-    constexpr int P = PRO == AK_CUDA_PRO_MERGE ? 1 : PRO == AK_CUDA_PRO_NONE ? 2 : AK_GQ_STAGES - 1;
+    constexpr int P = PRO == AK_CUDA_PRO_MERGE ? 1 : PRO == AK_CUDA_PRO_NONE || PRO == AK_CUDA_PRO_Q8 ? 2 : AK_GQ_STAGES - 1;
     if (!PROD) {
 #pragma unroll
         for (int st = 0; st < P; st++) issue(st);
@@ -368,8 +400,42 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
         ms = ak_attn_used_splits(keys, a.mrg_splits);
         ms = ms <= AK_ATTN_FOLD ? ms : 0;
     }
-    if (4 * nb <= AK_GQ_THREADS) gq_prep<4, PRO, PROD>(a, x, K, nb, xq, xd, xs, ms);
-    else gq_prep<1, PRO, PROD>(a, x, K, nb, xq, xd, xs, ms);
+    if constexpr (PRO == AK_CUDA_PRO_Q8) {
+        /* the first codes_k values as codes (laid out as here), the rest as floats after
+         * them: every load in flight before the floats' codes are made */
+        constexpr int CPT = (AK_GQ_MAX_K + AK_GQ_MAX_K / 4 + 16 * AK_GQ_THREADS - 1) / (16 * AK_GQ_THREADS);
+        const int kc = a.codes_k, nc = kc / 16, nd = kc / 32;
+        const uint8_t *src = (const uint8_t *)x;
+        int4 cv[CPT];
+        constexpr int DPT = (2 * AK_GQ_MAX_K / 32 + AK_GQ_THREADS - 1) / AK_GQ_THREADS;
+        int dv[DPT];
+#pragma unroll
+        for (int i = 0; i < CPT; i++) {
+            const int j = threadIdx.x + i * AK_GQ_THREADS;
+            if (j < nc) cv[i] = ((const int4 *)src)[j];
+        }
+#pragma unroll
+        for (int i = 0; i < DPT; i++) {   /* d, then the sums, of the codes' blocks */
+            const int j = threadIdx.x + i * AK_GQ_THREADS;
+            if (j < 2 * nd) dv[i] = ((const int *)(src + K))[j < nd ? j : nb + j - nd];
+        }
+        if (4 * (nb - nd) <= AK_GQ_THREADS) gq_prep<4, AK_CUDA_PRO_NONE, PROD>(a, (const float *)(src + gq_x_bytes(K)), K - kc, nb - nd, xq + kc, xd + nd, xs + nd, 0);
+        else gq_prep<1, AK_CUDA_PRO_NONE, PROD>(a, (const float *)(src + gq_x_bytes(K)), K - kc, nb - nd, xq + kc, xd + nd, xs + nd, 0);
+#pragma unroll
+        for (int i = 0; i < CPT; i++) {
+            const int j = threadIdx.x + i * AK_GQ_THREADS;
+            if (j < nc) ((int4 *)smem)[j] = cv[i];
+        }
+#pragma unroll
+        for (int i = 0; i < DPT; i++) {
+            const int j = threadIdx.x + i * AK_GQ_THREADS;
+            if (j < 2 * nd) ((int *)xd)[j < nd ? j : nb + j - nd] = dv[i];
+        }
+    } else if (4 * nb <= AK_GQ_THREADS) {
+        gq_prep<4, PRO, PROD>(a, x, K, nb, xq, xd, xs, ms);
+    } else {
+        gq_prep<1, PRO, PROD>(a, x, K, nb, xq, xd, xs, ms);
+    }
     if (!PROD)
         for (int st = P; st < AK_GQ_STAGES - 1; st++) issue(st);
     gq_sync<PROD>();
@@ -393,6 +459,11 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
         xin[j] = in;
     }
     float *y = (float *)a.b[4];
+    /* codes: product q of row group g, to its chunk or (past the chunks) to the floats */
+    auto put_h = [&](int g, int q, float h) {
+        if (q < E * R) hb[32 * (q / E) + g + RG * (q % E)] = h;
+        else ((float *)((uint8_t *)y + gq_x_bytes(NP)))[(int)blockIdx.x * RG + g + (q - E * R) * groups] = h;
+    };
     const float *bias = p.has_bias ? (const float *)a.b[5] : NULL;
     int crow = r0, t = 0;
     float gk = 0.f;   /* gated: the gate row's sum, until its up row */
@@ -441,7 +512,8 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
             if (S == 1) {
                 if (lane == 0 && NP) {
                     if (crow < NP) gk = v;
-                    else y[crow - NP] = gq_act_mul(a.act, gk, v);
+                    else if (!codes) y[crow - NP] = gq_act_mul(a.act, gk, v);
+                    else put_h(rg, t >> 1, gq_act_mul(a.act, gk, v));
                 } else if (lane == 0) {
                     if (bias && crow < p.N[0]) v += bias[crow];
                     y[crow] = a.acc ? y[crow] + v : v;
@@ -456,20 +528,52 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
         if (PROD && lane == 0) mb_arrive(&mb_empty[wid * AK_GQ_STAGES + slot]);
     }
     if (!PROD) ak_cp_async_wait<0>();
+    /* gated, S > 1: the slices of pair q of group g (gate and up, rows 2q and 2q + 1) meet */
+    auto pair_h = [&](int g, int q) {
+        float gv = 0.f, uv = 0.f;
+        for (int u = 0; u < S; u++) {
+            gv += part[(g * S + u) * tmax + 2 * q];
+            uv += part[(g * S + u) * tmax + 2 * q + 1];
+        }
+        return gq_act_mul(a.act, gv, uv);
+    };
+    if (codes) {
+        if (S > 1) {
+            gq_sync<PROD>();
+            for (int i = threadIdx.x; i < RG * tmax / 2; i += AK_GQ_THREADS)
+                if (2 * (i / RG) < rows_of(i % RG)) put_h(i % RG, i / RG, pair_h(i % RG, i / RG));
+        }
+        gq_sync<PROD>();
+        /* 8 threads per 32 products: the codes, d and their sum, laid out as the down
+         * projection keeps them in shared memory (codes, then all d, then all sums) */
+        const int T = R, sub = threadIdx.x & 7, nbh = NP / 32;
+        uint8_t *q = (uint8_t *)y;
+        for (int t0 = 0; t0 < T; t0 += AK_GQ_THREADS / 8) {
+            const int tt = t0 + (int)threadIdx.x / 8, m = blockIdx.x + tt * G;
+            const bool in = tt < T;
+            const float4 h4 = in ? *(const float4 *)(hb + 32 * tt + 4 * sub) : make_float4(0.f, 0.f, 0.f, 0.f);
+            const float v[4] = {h4.x, h4.y, h4.z, h4.w};
+            float amax;
+            int sum, packed[1];
+            gq_q8<8, 4>(v, packed, amax, sum);
+            if (in) {
+                ((int *)q)[8 * m + sub] = packed[0];
+                if (sub == 0) {
+                    ((float *)(q + NP))[m] = amax / 127.f;
+                    ((int *)(q + NP))[nbh + m] = sum;
+                }
+            }
+        }
+        return;
+    }
     if (S == 1) return;
     /* the slices of each row meet: thread i closes row t = i / RG of group i % RG (gated:
-     * rows 2q and 2q + 1, gate and up of pair q) */
+     * pair q) */
     gq_sync<PROD>();
     if (NP) {
         for (int i = threadIdx.x; i < RG * tmax / 2; i += AK_GQ_THREADS) {
             int g = i % RG, q = i / RG, pr = blockIdx.x * RG + g + q * groups;
-            if (pr >= NP) continue;
-            float gv = 0.f, uv = 0.f;
-            for (int u = 0; u < S; u++) {
-                gv += part[(g * S + u) * tmax + 2 * q];
-                uv += part[(g * S + u) * tmax + 2 * q + 1];
-            }
-            y[pr] = gq_act_mul(a.act, gv, uv);
+            if (pr < NP) y[pr] = pair_h(g, q);
         }
         return;
     }
@@ -566,24 +670,42 @@ static bool fast_ok(const ak_cuda_args &a, const ak_p_mm *p, int g0, int g1) {
  * 512 bytes (K = 1024) streamed at a third of the rate (Qwen3-0.6B output 0.92x). */
 template <int DT, int PRO> static bool gq_prod(int JC) { return PRO == AK_CUDA_PRO_NORM && ak_cuda_pdl && JC * 32 * gq_shape<DT>::QB >= 2048; }
 
-template <int DT, int PRO, bool PROD>
+template <int DT, int PRO, bool PROD, bool CL>
 static cudaError_t launch_q(const ak_cuda_args &a, gq_cut c, seg_range sr, cudaStream_t st, dim3 g, size_t sm) {
     dim3 b(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS);
     switch (c.JC) {
-    case 1: return ak_launch(k_gemv_q<DT, PRO, 1, PROD>, g, b, sm, st, a, sr, c.S, c.tmax);
-    case 2: return ak_launch(k_gemv_q<DT, PRO, 2, PROD>, g, b, sm, st, a, sr, c.S, c.tmax);
-    case 3: return ak_launch(k_gemv_q<DT, PRO, DT == AK_Q4_0 ? 3 : 1, PROD>, g, b, sm, st, a, sr, c.S, c.tmax);
-    default: return ak_launch(k_gemv_q<DT, PRO, DT == AK_Q4_0 ? 4 : 1, PROD>, g, b, sm, st, a, sr, c.S, c.tmax);
+    case 1: return ak_launch(k_gemv_q<DT, PRO, 1, PROD, CL>, g, b, sm, st, a, sr, c.S, c.tmax);
+    case 2: return ak_launch(k_gemv_q<DT, PRO, 2, PROD, CL>, g, b, sm, st, a, sr, c.S, c.tmax);
+    case 3: return ak_launch(k_gemv_q<DT, PRO, DT == AK_Q4_0 ? 3 : 1, PROD, CL>, g, b, sm, st, a, sr, c.S, c.tmax);
+    default: return ak_launch(k_gemv_q<DT, PRO, DT == AK_Q4_0 ? 4 : 1, PROD, CL>, g, b, sm, st, a, sr, c.S, c.tmax);
     }
+}
+/* gated codes: whether a launch of `blocks` makes them (row groups that divide a chunk,
+ * at least one chunk per block, its products beside the ring), its slice sums per warp
+ * and shared memory */
+template <int DT> static bool gq_codes_cut(int K, int NP, int blocks, gq_cut *c, size_t *sm) {
+    *c = gq_plan<DT>(K, 2 * NP, blocks, true);
+    const int RG = AK_GQ_WARPS / c->S, ck = gq_code_k(NP, blocks), groups = blocks * RG;
+    if (NP % 32 || AK_GQ_WARPS % c->S || 32 % RG || ck == 0) return false;
+    if (c->S > 1) c->tmax = 2 * (32 / RG) * (ck / (32 * blocks)) + 2 * ((NP - ck + groups - 1) / groups);
+    *sm = gq_smem<DT>(K, c->tmax) + (size_t)ck / blocks * 4;
+    return *sm <= AK_GQ_SMEM_MAX;
 }
 template <int DT, int PRO>
 static cudaError_t launch_q(const ak_cuda_args &a, int total, seg_range sr, int K, cudaStream_t st) {
-    int blocks = gq_blocks(total);
+    const bool codes = a.gated == 2;
+    const int blocks = gq_blocks(total);
     gq_cut c = gq_plan<DT>(K, total, blocks, a.gated);
     size_t sm = gq_smem<DT>(K, c.tmax);
+    if (codes && (PRO != AK_CUDA_PRO_NORM || !gq_codes_cut<DT>(K, total / 2, blocks, &c, &sm))) return cudaErrorInvalidValue;
+    /* the codes in instances of their own (as a run-time branch of the ones QKV and the
+     * output share: tg128 8B 0.99x, Qwen3-0.6B 0.97x against this) */
     if constexpr (PRO == AK_CUDA_PRO_NORM)
-        if (gq_prod<DT, PRO>(c.JC)) return launch_q<DT, PRO, true>(a, c, sr, st, dim3(blocks), sm);
-    return launch_q<DT, PRO, false>(a, c, sr, st, dim3(blocks), sm);
+        if (codes) return gq_prod<DT, PRO>(c.JC) ? launch_q<DT, PRO, true, true>(a, c, sr, st, dim3(blocks), sm)
+                                                 : launch_q<DT, PRO, false, true>(a, c, sr, st, dim3(blocks), sm);
+    if constexpr (PRO == AK_CUDA_PRO_NORM)
+        if (gq_prod<DT, PRO>(c.JC)) return launch_q<DT, PRO, true, false>(a, c, sr, st, dim3(blocks), sm);
+    return launch_q<DT, PRO, false, false>(a, c, sr, st, dim3(blocks), sm);
 }
 
 template <int PRO>
@@ -602,6 +724,7 @@ static cudaError_t launch_segs(const ak_cuda_args &a, const ak_p_mm *p, int g0, 
         case AK_CUDA_PRO_NORM: return launch_q<AK_CUDA_PRO_NORM>(a, p->dtype[g0], total, sr, p->K, st);
         case AK_CUDA_PRO_ACT: return launch_q<AK_CUDA_PRO_ACT>(a, p->dtype[g0], total, sr, p->K, st);
         case AK_CUDA_PRO_MERGE: return launch_q<AK_CUDA_PRO_MERGE>(a, p->dtype[g0], total, sr, p->K, st);
+        case AK_CUDA_PRO_Q8: return launch_q<AK_CUDA_PRO_Q8>(a, p->dtype[g0], total, sr, p->K, st);
         default: return launch_q<AK_CUDA_PRO_NONE>(a, p->dtype[g0], total, sr, p->K, st);
         }
     }
@@ -636,11 +759,14 @@ static ak_cuda_args act_down_args(const ak_cuda_args &c) {
 
 /* The streaming kernels' shared memory beyond 48 KB; once per process. */
 template <int DT, int JC> static cudaError_t gq_init() {
-    cudaError_t e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NONE, JC, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NORM, JC, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NORM, JC, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_ACT, JC, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_MERGE, JC, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    cudaError_t e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NONE, JC, false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NORM, JC, false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NORM, JC, true, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_ACT, JC, false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_MERGE, JC, false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_Q8, JC, false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NORM, JC, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NORM, JC, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
     return e;
 }
 extern "C" int ak_cuda_init_gemv(void) {
@@ -660,6 +786,17 @@ extern "C" int ak_cuda_gemv_fusable(const ak_cuda_args *a, int kernel) {
     }
     const ak_p_mm *p = (const ak_p_mm *)a->p;
     return kernel == AK_K_GEMV && !p->last_only && fast_ok(*a, p, 0, p->nseg);
+}
+
+/* Where the gate/up GEMV runs on the streaming kernel with its RMSNorm folded in and
+ * makes at least one chunk of codes per block (gq_codes_cut). */
+extern "C" int ak_cuda_gemv_gate_codes(const ak_cuda_args *a) {
+    const ak_p_mm *p = (const ak_p_mm *)a->p;
+    if (!a->gated || a->pro != AK_CUDA_PRO_NORM || !fast_ok(*a, p, 0, 2)) return 0;
+    const int blocks = gq_blocks(2 * p->N[0]);
+    gq_cut c;
+    size_t sm;
+    return p->dtype[0] == AK_Q8_0 ? gq_codes_cut<AK_Q8_0>(p->K, p->N[0], blocks, &c, &sm) : gq_codes_cut<AK_Q4_0>(p->K, p->N[0], blocks, &c, &sm);
 }
 
 /* rows: x rows to multiply (1 for decode, n for a batched GEMM; 1 when last_only). */
@@ -694,7 +831,8 @@ extern "C" int ak_cuda_gemv_act_down(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
     ak_cuda_args g = act_down_args(c->a);
     const ak_p_mm *p = (const ak_p_mm *)g.p;
     if (fast_ok(g, p, 0, 1)) {   /* gated: the GEMV before wrote act(g) * u already */
-        g.pro = c->a.gated ? AK_CUDA_PRO_NONE : AK_CUDA_PRO_ACT;
+        g.pro = c->a.gated == 2 ? AK_CUDA_PRO_Q8 : c->a.gated ? AK_CUDA_PRO_NONE : AK_CUDA_PRO_ACT;
+        if (c->a.gated == 2) g.codes_k = gq_code_k(p->K, gq_blocks(2 * p->K));   /* as the gate/up launch made them */
         return (int)launch_segs(g, p, 0, 1, 1, x->stream);
     }
     if (c->a.gated) return (int)cudaErrorInvalidValue;

@@ -285,13 +285,23 @@ static void test_act_down(void) {
         }
 }
 
-/* Embedding rows, alone (file layout) and tied to a GEMV that repacks the table. */
-/* The gate/up GEMV and the act_down after it, twice (two layers on the same buffers):
- * decode folds act(g) * u into the GEMV's epilogue (gated), which then never writes the
- * up half of its output; against a double reference. K 4096 in Q8_0 takes the path of
- * slices meeting in shared memory. */
+/* RMSNorm with weights w in doubles (in place where out is x). */
+static void rms_norm_ref(const double *x, const float *w, int n, double *out) {
+    double ss = 0;
+    for (int k = 0; k < n; k++) ss += x[k] * x[k];
+    double r = 1.0 / sqrt(ss / n + 1e-5);
+    for (int k = 0; k < n; k++) out[k] = x[k] * r * w[k];
+}
+
+/* An RMSNorm (unit weights), the gate/up GEMV and the act_down after it, twice (two
+ * layers on the same buffers): decode folds the norm into the GEMV's prologue and
+ * act(g) * u into its epilogue (gated), which then never writes the up half of its
+ * output; against a double reference. K 4096 in Q8_0 takes the path of slices meeting in
+ * shared memory. With N 5632 (176 chunks of 32 products, at least one per multiprocessor)
+ * the GEMV makes most of the down projection's x codes itself (ak_cuda_gemv_gate_codes),
+ * and GU's first half then ends untouched. */
 static void test_gated(void) {
-    const int Ks[] = {1024, 4096}, Ns[] = {768, 2816}, N2 = 96;
+    const int Ks[] = {1024, 4096}, Ns[] = {768, 5632}, N2 = 96;
     const ak_dtype dts[] = {AK_Q4_0, AK_Q8_0};
     for (int v = 0; v < 8; v++) {
         ak_dtype t = dts[v & 1];
@@ -299,17 +309,25 @@ static void test_gated(void) {
         world w;
         memset(&w, 0, sizeof w);
         size_t rb = ak_dtype_row_bytes(t, K), off_u = (rb * N + 255) & ~(size_t)255, off_d = off_u + ((rb * N + 255) & ~(size_t)255);
-        w_set(&w, AK_BUF_WEIGHTS, off_d + ak_dtype_row_bytes(t, N) * N2);
+        const size_t off_nw = off_d + ak_dtype_row_bytes(t, N) * N2;
+        w_set(&w, AK_BUF_WEIGHTS, off_nw + (size_t)K * 4);
         fill_quant(w.data[0], t, (int64_t)K * N);
         fill_quant(w.data[0] + off_u, t, (int64_t)K * N);
         fill_quant(w.data[0] + off_d, t, (int64_t)N * N2);
-        w_rand(&w, AK_BUF_XN, (size_t)K * 4, 1.f);
+        for (int k = 0; k < K; k++) ((float *)(w.data[0] + off_nw))[k] = 1.f;
+        w_rand(&w, AK_BUF_X, (size_t)K * 4, 1.f);
+        w_set(&w, AK_BUF_XN, (size_t)K * 4);
         w_set(&w, AK_BUF_GU, (size_t)2 * N * 4);
         w_set(&w, AK_BUF_T, (size_t)N2 * 4);
         ak_table tb = {0};
         for (int l = 0; l < 2; l++) {
+            ak_p_norm pn = {.n = 1, .dim = K, .eps = 1e-5f};
+            ak_cmd *c = ak_table_push(&tb, AK_K_NORM, &pn, sizeof pn, "norm");
+            ak_cmd_bind(c, 0, AK_BUF_X, 0);
+            ak_cmd_bind(c, 1, AK_BUF_WEIGHTS, off_nw);
+            ak_cmd_bind(c, 2, AK_BUF_XN, 0);
             ak_p_mm pm = {.n = 1, .K = K, .nseg = 2, .N = {N, N}, .dtype = {t, t}, .ld_x = K, .ld_y = 2 * N};
-            ak_cmd *c = ak_table_push(&tb, AK_K_GEMV, &pm, sizeof pm, "gate_up");
+            c = ak_table_push(&tb, AK_K_GEMV, &pm, sizeof pm, "gate_up");
             ak_cmd_bind(c, 0, AK_BUF_WEIGHTS, 0);
             ak_cmd_bind(c, 1, AK_BUF_WEIGHTS, off_u);
             ak_cmd_bind(c, 2, AK_BUF_WEIGHTS, 0);
@@ -324,9 +342,10 @@ static void test_gated(void) {
         }
         tb.max_rows = 1;
         ak_run r = {.pos = 0, .n = 1, .steps = 1};
-        const float *x = (const float *)w.data[AK_BUF_XN];
         float *row = malloc((size_t)(K > N ? K : N) * sizeof(float));
-        double *h = malloc((size_t)N * sizeof(double)), ref[96];
+        double *h = malloc((size_t)N * sizeof(double)), *x = malloc((size_t)K * sizeof(double)), ref[96];
+        for (int k = 0; k < K; k++) x[k] = ((const float *)w.data[AK_BUF_X])[k];
+        rms_norm_ref(x, (const float *)(w.data[0] + off_nw), K, x);
         for (int j = 0; j < N; j++) {
             double g = 0, u = 0;
             deq_row(t, w.data[0], K, j, row);
@@ -342,7 +361,16 @@ static void test_gated(void) {
         for (int j = 0; up && j < N; j++) zero = zero && up[j] == 0.f;
         CHECK(d <= 2e-2, "gated %s K %d N %d act %d: rel %.3g", ak_dtype_info[t].name, K, N, act, d);
         CHECK(up && zero, "gated %s K %d N %d: the up half was written (not folded)", ak_dtype_info[t].name, K, N);
-        printf("gated %-5s K %4d N %4d act %d: rel %.2e\n", ak_dtype_info[t].name, K, N, act, d);
+        const bool codes = N == 5632;
+        /* the last 64 floats of GU's first half: untouched with codes (some act(g) are 0) */
+        float *tail = run_on(gpu, &tb, &w, r, AK_BUF_GU, (size_t)(N - 64) * 4, 64);
+        int untouched = tail != NULL;
+        for (int j = 0; tail && j < 64; j++) untouched = untouched && tail[j] == 0.f;
+        CHECK(tail && untouched == codes, "gated %s K %d N %d: act(g) * u went out as %s", ak_dtype_info[t].name, K, N,
+              codes ? "floats, not codes" : "codes, not floats");
+        printf("gated %-5s K %4d N %4d act %d: rel %.2e%s\n", ak_dtype_info[t].name, K, N, act, d, codes ? " (codes)" : "");
+        free(tail);
+        free(x);
         free(got);
         free(up);
         free(row);
@@ -357,23 +385,20 @@ static void test_gated(void) {
  * folded into the GEMV after them, the residual adds into W2 and W2'), in one quant type
  * or mixed (variant 2); variant 3 makes the first layer a gated MLP as a decoder's:
  * "x += W2 (silu(G n) * (U n))", n = norm(x), a two-segment GEMV and an act_down, which
- * the decode fusions make the gated GEMV (writing silu(g) * u itself) and a plain one.
- * Run for 9 steps (the 8-step graph, then the 1-step one) against a double reference of
- * 9 steps; every GEMV reads all of what the one before it wrote. */
-static void rms_norm_ref(const double *x, const float *w, int n, double *out) {
-    double ss = 0;
-    for (int k = 0; k < n; k++) ss += x[k] * x[k];
-    double r = 1.0 / sqrt(ss / n + 1e-5);
-    for (int k = 0; k < n; k++) out[k] = x[k] * r * w[k];
-}
-
+ * the decode fusions make the gated GEMV (writing silu(g) * u itself) and a plain one;
+ * its hidden size is Llama-3-8B's, so that the gated GEMV makes most of the down
+ * projection's x codes itself (ak_cuda_gemv_gate_codes: with at least one chunk of 32
+ * products per multiprocessor), which the test checks. Run for 9 steps (the 8-step
+ * graph, then the 1-step one) against a double reference of 9 steps; every GEMV reads
+ * all of what the one before it wrote. */
 static void test_decode_layers(void) {
     /* D = 4096: the GEMVs that normalise their input then run on the producer-warp kernel
      * (see gq_prod in gemv.cu), the others on the plain one */
-    enum { D = 4096, H = 2816, V = 5000, STEPS = 9 };
+    enum { D = 4096, V = 5000, STEPS = 9 };
     for (int v = 0; v < 4; v++) {
         const ak_dtype q = v == 1 ? AK_Q8_0 : AK_Q4_0;
         const bool gated = v == 3;
+        const int H = gated ? 14336 : 2816;
         const ak_dtype dt[6] = {q, q, q, v == 2 ? AK_Q8_0 : q, q, q};   /* W1 (G) W2 W1' W2' W3, U */
         const int Ks[6] = {D, H, D, H, D, D}, Ns[6] = {H, D, H, D, V, H};
         world w;
@@ -444,7 +469,7 @@ static void test_decode_layers(void) {
         }
         tb.max_rows = 1;
         ak_run r = {.pos = 0, .n = 1, .steps = STEPS};
-        double x[D], xn[D], h[H], u[H], t[D], *out = malloc(V * sizeof(double));
+        double x[D], xn[D], t[D], *out = malloc(V * sizeof(double)), *h = malloc(H * sizeof(double)), *u = malloc(H * sizeof(double));
         float *row = malloc((D > H ? D : H) * sizeof(float));   /* a dequantized row of any of the matrices */
         for (int k = 0; k < D; k++) x[k] = ((const float *)w.data[AK_BUF_X])[k];
         for (int s = 0; s < STEPS; s++)
@@ -472,6 +497,13 @@ static void test_decode_layers(void) {
         for (int k = 0; k < D; k++) t[k] = cx ? cx[k] : 0.0;
         const double dc = cx ? vs_ref(gx, t, D) : 1.0;
         CHECK(dc <= 1e-2, "decode layers variant %d: x rel %.3g against the CPU backend", v, dc);
+        if (gated) {   /* codes: the products went out as 1.25 bytes each, the end of GU's first half is untouched */
+            float *tail = run_on(gpu, &tb, &w, r, AK_BUF_GU, (size_t)(H - 64) * 4, 64);
+            int untouched = tail != NULL;
+            for (int j = 0; tail && j < 64; j++) untouched = untouched && tail[j] == 0.f;
+            CHECK(untouched, "decode layers variant 3: act(g) * u went out as floats, not as the down projection's codes");
+            free(tail);
+        }
         printf("decode layers variant %d (%s%s): x rel %.2e, out rel %.2e; against the CPU x rel %.2e\n", v, ak_dtype_info[q].name,
                gated ? ", gated MLP" : "", dx, d_o, dc);
         free(cx);
@@ -479,6 +511,8 @@ static void test_decode_layers(void) {
         free(go);
         free(out);
         free(row);
+        free(h);
+        free(u);
         ak_table_free(&tb);
         w_free(&w);
     }
@@ -495,6 +529,7 @@ static void push_gemv(ak_table *tb, int K, int N, ak_dtype t, ak_buf_id x, ak_bu
     ak_cmd_bind(c, 5, AK_BUF_WEIGHTS, 0);
 }
 
+/* Embedding rows, alone (file layout) and tied to a GEMV that repacks the table. */
 static void test_embed(void) {
     for (int ti = 0; ti < NTYPES; ti++)
         for (int tied = 0; tied < 2; tied++) {
