@@ -285,6 +285,17 @@ static void test_act_down(void) {
         }
 }
 
+/* Whether the last 64 floats of GU's first half (N products) are still zero after a run
+ * of t: the gated GEMV wrote its products as the down projection's codes (1.25 bytes
+ * each), not as floats (some act(g) are 0, so one float would not tell). */
+static bool gu_untouched(const ak_table *t, const world *w, ak_run r, int N) {
+    float *tail = run_on(gpu, t, w, r, AK_BUF_GU, (size_t)(N - 64) * 4, 64);
+    bool z = tail != NULL;
+    for (int j = 0; tail && j < 64; j++) z = z && tail[j] == 0.f;
+    free(tail);
+    return z;
+}
+
 /* RMSNorm with weights w in doubles (in place where out is x). */
 static void rms_norm_ref(const double *x, const float *w, int n, double *out) {
     double ss = 0;
@@ -362,14 +373,9 @@ static void test_gated(void) {
         CHECK(d <= 2e-2, "gated %s K %d N %d act %d: rel %.3g", ak_dtype_info[t].name, K, N, act, d);
         CHECK(up && zero, "gated %s K %d N %d: the up half was written (not folded)", ak_dtype_info[t].name, K, N);
         const bool codes = N == 5632;
-        /* the last 64 floats of GU's first half: untouched with codes (some act(g) are 0) */
-        float *tail = run_on(gpu, &tb, &w, r, AK_BUF_GU, (size_t)(N - 64) * 4, 64);
-        int untouched = tail != NULL;
-        for (int j = 0; tail && j < 64; j++) untouched = untouched && tail[j] == 0.f;
-        CHECK(tail && untouched == codes, "gated %s K %d N %d: act(g) * u went out as %s", ak_dtype_info[t].name, K, N,
+        CHECK(gu_untouched(&tb, &w, r, N) == codes, "gated %s K %d N %d: act(g) * u went out as %s", ak_dtype_info[t].name, K, N,
               codes ? "floats, not codes" : "codes, not floats");
         printf("gated %-5s K %4d N %4d act %d: rel %.2e%s\n", ak_dtype_info[t].name, K, N, act, d, codes ? " (codes)" : "");
-        free(tail);
         free(x);
         free(got);
         free(up);
@@ -497,13 +503,7 @@ static void test_decode_layers(void) {
         for (int k = 0; k < D; k++) t[k] = cx ? cx[k] : 0.0;
         const double dc = cx ? vs_ref(gx, t, D) : 1.0;
         CHECK(dc <= 1e-2, "decode layers variant %d: x rel %.3g against the CPU backend", v, dc);
-        if (gated) {   /* codes: the products went out as 1.25 bytes each, the end of GU's first half is untouched */
-            float *tail = run_on(gpu, &tb, &w, r, AK_BUF_GU, (size_t)(H - 64) * 4, 64);
-            int untouched = tail != NULL;
-            for (int j = 0; tail && j < 64; j++) untouched = untouched && tail[j] == 0.f;
-            CHECK(untouched, "decode layers variant 3: act(g) * u went out as floats, not as the down projection's codes");
-            free(tail);
-        }
+        CHECK(!gated || gu_untouched(&tb, &w, r, H), "decode layers variant 3: act(g) * u went out as floats, not as the down projection's codes");
         printf("decode layers variant %d (%s%s): x rel %.2e, out rel %.2e; against the CPU x rel %.2e\n", v, ak_dtype_info[q].name,
                gated ? ", gated MLP" : "", dx, d_o, dc);
         free(cx);
