@@ -92,8 +92,19 @@ __device__ __forceinline__ float warp_reduce_scatter(float (&r)[NV]) {
  * head's key and value (sq[G], sq[G + 1]) and writes them to the cache, where its key
  * loop reads them back. Blocks of other query-head passes do the same: they write the
  * same values. */
+template <int DPL>
+__device__ __forceinline__ void rope_table(const ak_cuda_args &a, const ak_p_attn &p, float (*cs)[16 * DPL]) {
+    const int half = a.rope.n_rot / 2, pos = p.pos + p.n - 1;
+    for (int k = threadIdx.x; k < half; k += blockDim.x) {
+        const float th = (float)pos * ((const float *)a.rb[2])[k];
+        cs[0][k] = cosf(th);
+        cs[1][k] = sinf(th);
+    }
+}
+
 template <int DPL, bool F16>
-__device__ void rope_fold(const ak_cuda_args &a, const ak_p_attn &p, int kvh, int q0, int G, bool cur, float (*sq)[32 * DPL]) {
+__device__ void rope_fold(const ak_cuda_args &a, const ak_p_attn &p, int kvh, int q0, int G, bool cur, float (*sq)[32 * DPL],
+                          const float (*cs)[16 * DPL]) {
     constexpr int HD = 32 * DPL;
     const ak_p_rope_kv &r = a.rope;
     const int pos = p.pos + p.n - 1, nq = p.n_heads * HD, nk = p.n_kv_heads * HD;
@@ -116,16 +127,14 @@ __device__ void rope_fold(const ak_cuda_args &a, const ak_p_attn &p, int kvh, in
     }
     __syncthreads();
     if (r.n_rot) {
-        const float *inv_freq = (const float *)a.rb[2];
         const int half = r.n_rot / 2, nr = G + (cur ? 1 : 0);   /* queries and the key */
         for (int t = threadIdx.x; t < nr * half; t += blockDim.x) {
             const int h = t / half, k = t % half;
-            float th = (float)pos * inv_freq[k];
-            float cs = cosf(th), sn = sinf(th);
+            const float c = cs[0][k], sn = cs[1][k];
             int ia = r.style == AK_ROPE_NEOX ? k : 2 * k, ib = r.style == AK_ROPE_NEOX ? k + half : 2 * k + 1;
             float x0 = sq[h][ia], x1 = sq[h][ib];
-            sq[h][ia] = x0 * cs - x1 * sn;
-            sq[h][ib] = x0 * sn + x1 * cs;
+            sq[h][ia] = x0 * c - x1 * sn;
+            sq[h][ib] = x0 * sn + x1 * c;
         }
         __syncthreads();
     }
@@ -170,6 +179,7 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
     __half *pre = reinterpret_cast<__half *>(shraw);   /* [warp][key][K, V][lane][DPL] */
     __shared__ float sq[MG + 2][32 * DPL];
     __shared__ float fw[MG][AK_DEC_WARPS + 2];   /* per head: each warp's factor, M, L */
+    __shared__ float rcs[2][16 * DPL];   /* this position's RoPE cos and sin */
     __shared__ bool last;
     ak_trace_t tr_;
     const ak_stepv st_ = ak_step(a);   /* before the wait: only the argmax writes the step */
@@ -201,12 +211,14 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
         }
         if (SPRE) ak_cp_async_commit();
     }
+    /* the angles need only the position: made while the QKV GEMV still runs */
+    if (a.rope.head_dim) rope_table<DPL>(a, p, rcs);
     ak_pdl_wait();
     tr_.start(a, st_);
     if (st_.stopped || s >= S) return;
     const float *qv = (const float *)a.b[0] + (size_t)(p.n - 1) * p.ld_q + (size_t)(kvh * group + g0) * hd;
     if (a.rope.head_dim) {   /* this position's key lies in the last split */
-        rope_fold<DPL, F16>(a, p, kvh, kvh * group + g0, G, s == S - 1, sq);
+        rope_fold<DPL, F16>(a, p, kvh, kvh * group + g0, G, s == S - 1, sq, rcs);
         qv = &sq[0][0];
     }
     ak_pdl_trigger();

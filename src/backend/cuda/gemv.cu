@@ -273,7 +273,7 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
      * projection then reads 1.25 bytes per value of the codes, not 4 (every one of its
      * blocks reads all of x: 23 KB, not 57 KB, on 8B; its x prologue 2.8 us shorter). */
     const bool codes = CL && NP;
-    const int G = gridDim.x, CK = codes ? gq_code_k(NP, G) : 0, R = codes ? CK / (32 * G) : 0, E = 32 / RG;
+    const int G = gridDim.x, R = codes ? NP / 32 / G : 0, CK = 32 * G * R, E = 32 / RG;
     /* the first row and the rows of row group g of this block (the producer warp counts
      * them for each consumer) */
     auto row0_of = [&](int g) { return CL && R ? 32 * (int)blockIdx.x + g : CK + c0 + (int)blockIdx.x * RG + g; };
@@ -546,11 +546,11 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
         gq_sync<PROD>();
         /* 8 threads per 32 products: the codes, d and their sum, laid out as the down
          * projection keeps them in shared memory (codes, then all d, then all sums) */
-        const int T = R, sub = threadIdx.x & 7, nbh = NP / 32;
+        const int sub = threadIdx.x & 7;
         uint8_t *q = (uint8_t *)y;
-        for (int t0 = 0; t0 < T; t0 += AK_GQ_THREADS / 8) {
+        for (int t0 = 0; t0 < R; t0 += AK_GQ_THREADS / 8) {
             const int tt = t0 + (int)threadIdx.x / 8, m = blockIdx.x + tt * G;
-            const bool in = tt < T;
+            const bool in = tt < R;
             const float4 h4 = in ? *(const float4 *)(hb + 32 * tt + 4 * sub) : make_float4(0.f, 0.f, 0.f, 0.f);
             const float v[4] = {h4.x, h4.y, h4.z, h4.w};
             float amax;
@@ -560,7 +560,7 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
                 ((int *)q)[8 * m + sub] = packed[0];
                 if (sub == 0) {
                     ((float *)(q + NP))[m] = amax / 127.f;
-                    ((int *)(q + NP))[nbh + m] = sum;
+                    ((int *)(q + NP))[NP / 32 + m] = sum;
                 }
             }
         }
