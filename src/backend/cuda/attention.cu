@@ -86,12 +86,7 @@ __device__ __forceinline__ float warp_reduce_scatter(float (&r)[NV]) {
 }
 
 
-/* The rope_kv folded into a one-row decode attention (fuse_decode), with k_rope_kv's
- * arithmetic: the block ropes (and head-normalises) its own query heads from the QKV row
- * into sq[0, G); the block whose keys end at this position (cur) also makes its KV
- * head's key and value (sq[G], sq[G + 1]) and writes them to the cache, where its key
- * loop reads them back. Blocks of other query-head passes do the same: they write the
- * same values. */
+/* The folded rope's cos and sin of this position, per rotated pair (cs[0], cs[1]). */
 template <int DPL>
 __device__ __forceinline__ void rope_table(const ak_cuda_args &a, const ak_p_attn &p, float (*cs)[16 * DPL]) {
     const int half = a.rope.n_rot / 2, pos = p.pos + p.n - 1;
@@ -102,6 +97,12 @@ __device__ __forceinline__ void rope_table(const ak_cuda_args &a, const ak_p_att
     }
 }
 
+/* The rope_kv folded into a one-row decode attention (fuse_decode), with k_rope_kv's
+ * arithmetic: the block ropes (and head-normalises) its own query heads from the QKV row
+ * into sq[0, G); the block whose keys end at this position (cur) also makes its KV
+ * head's key and value (sq[G], sq[G + 1]) and writes them to the cache, where its key
+ * loop reads them back. Blocks of other query-head passes do the same: they write the
+ * same values. */
 template <int DPL, bool F16>
 __device__ void rope_fold(const ak_cuda_args &a, const ak_p_attn &p, int kvh, int q0, int G, bool cur, float (*sq)[32 * DPL],
                           const float (*cs)[16 * DPL]) {

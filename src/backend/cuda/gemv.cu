@@ -68,7 +68,8 @@ template <int DT> static gq_cut gq_plan(int K, int total, int blocks, bool pair)
 static __host__ __device__ size_t gq_x_bytes(int K) { return ((size_t)K + (size_t)(K / 32) * 8 + 15) & ~(size_t)15; }
 /* gated codes: how many of the NP products a grid of `blocks` makes as codes (whole
  * rounds of one chunk of 32 per block, see k_gemv_q) */
-static __host__ __device__ int gq_code_k(int NP, int blocks) { return 32 * blocks * (NP / 32 / blocks); }
+static __host__ __device__ int gq_code_rounds(int NP, int blocks) { return NP / 32 / blocks; }
+static __host__ __device__ int gq_code_k(int NP, int blocks) { return 32 * blocks * gq_code_rounds(NP, blocks); }
 template <int DT> static size_t gq_smem(int K, int tmax) {
     return gq_x_bytes(K) + (size_t)AK_GQ_WARPS * AK_GQ_STAGES * gq_shape<DT>::STAGE + (size_t)AK_GQ_WARPS * tmax * 4;
 }
@@ -273,7 +274,7 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
      * projection then reads 1.25 bytes per value of the codes, not 4 (every one of its
      * blocks reads all of x: 23 KB, not 57 KB, on 8B; its x prologue 2.8 us shorter). */
     const bool codes = CL && NP;
-    const int G = gridDim.x, R = codes ? NP / 32 / G : 0, CK = 32 * G * R, E = 32 / RG;
+    const int G = gridDim.x, R = codes ? gq_code_rounds(NP, G) : 0, CK = 32 * G * R, E = 32 / RG;
     /* the first row and the rows of row group g of this block (the producer warp counts
      * them for each consumer) */
     auto row0_of = [&](int g) { return CL && R ? 32 * (int)blockIdx.x + g : CK + c0 + (int)blockIdx.x * RG + g; };
