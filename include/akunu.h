@@ -26,7 +26,10 @@ typedef struct { char msg[512]; } ak_err;
 typedef struct ak_model ak_model;
 typedef struct ak_session ak_session;
 
-typedef enum { AK_KV_F32 = 0, AK_KV_F16 = 1 } ak_kv_type;
+/* The KV cache's element type. AUTO: F16 on the CUDA backend (its prefill attention runs
+ * on tensor cores from an F16 cache, and the cache is half the size), F32 on the CPU
+ * (exact, and its attention reads F32 rows without a conversion). */
+typedef enum { AK_KV_F32 = 0, AK_KV_F16 = 1, AK_KV_AUTO = 2 } ak_kv_type;
 typedef enum { AK_BACKEND_CPU = 0, AK_BACKEND_CUDA, AK_BACKEND_AUTO } ak_backend_kind;
 
 typedef struct {
@@ -42,6 +45,8 @@ typedef struct {
 const char *ak_session_backend(const ak_session *s);
 /* CPU worker threads of the session (1 for GPU backends). */
 int ak_session_threads(const ak_session *s);
+/* The KV cache type the session runs with (AUTO resolved). */
+ak_kv_type ak_session_kv_type(const ak_session *s);
 /* Whether this build has the CUDA backend and a GPU is present. */
 bool ak_cuda_available(void);
 

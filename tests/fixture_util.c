@@ -91,6 +91,24 @@ float *ak_fx_logits(const ak_fx *f, ak_model *m, int chunk, bool decode, bool un
     return lg;
 }
 
+void ak_fx_kv_auto(const ak_fx *f, ak_model *m, ak_kv_type want) {
+    ak_session_params p = params(f, 0, AK_KV_AUTO);
+    ak_session *s = NULL;
+    ak_err err = {{0}};
+    CHECK(ak_session_create(m, &p, &s, &err) == AK_OK, "session with AK_KV_AUTO: %s", err.msg);
+    if (s) CHECK(ak_session_kv_type(s) == want, "AK_KV_AUTO on %s gave KV type %d, not %d", ak_session_backend(s), ak_session_kv_type(s), want);
+    ak_session_free(s);
+    size_t n = (size_t)f->n_prompt * ak_model_vocab(m);
+    float *a = ak_fx_logits(f, m, 0, true, false, AK_KV_AUTO), *b = ak_fx_logits(f, m, 0, true, false, want);
+    CHECK(a && b && memcmp(a, b, n * sizeof(float)) == 0, "AK_KV_AUTO decodes other logits than KV type %d", want);
+    free(a);
+    free(b);
+    p.kv_type = (ak_kv_type)7;
+    s = NULL;
+    CHECK(ak_session_create(m, &p, &s, &err) == AK_ERR_ARG && strstr(err.msg, "KV cache type"), "KV type 7 not refused: %s", err.msg);
+    ak_session_free(s);
+}
+
 void ak_fx_greedy(const ak_fx *f, ak_model *m, const char *name, const char *type, ak_kv_type kv) {
     int32_t want[16], got[17], next, eos = ak_model_eos(m);
     const int32_t *prompt = f->prompt;

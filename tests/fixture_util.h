@@ -35,4 +35,7 @@ float *ak_fx_logits(const ak_fx *f, ak_model *m, int chunk, bool decode, bool un
 /* Prefill + chain decode give the manifest's greedy continuation; chain decode equals
  * single decode steps; a stop token ends the chain right after it. */
 void ak_fx_greedy(const ak_fx *f, ak_model *m, const char *name, const char *type, ak_kv_type kv);
+/* AK_KV_AUTO resolves to `want` on this backend and gives the same logits, bit for bit;
+ * a KV type outside the enum is refused with a message. */
+void ak_fx_kv_auto(const ak_fx *f, ak_model *m, ak_kv_type want);
 #endif

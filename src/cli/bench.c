@@ -9,7 +9,7 @@
 #include <time.h>
 
 static const char *usage =
-    "usage: akunu bench -m FILE [-p 512] [-n 128] [-d DEPTH] [-t THREADS] [-r REPS] [--backend cpu|cuda|auto] [--json]\n"
+    "usage: akunu bench -m FILE [-p 512] [-n 128] [-d DEPTH] [-t THREADS] [-r REPS] [--kv-f16|--kv-f32] [--backend cpu|cuda|auto] [--json]\n"
     "       -d: run each test after DEPTH tokens already in the cache (llama-bench's -d; GB/s counts weights only)\n"
     "       akunu bench -m FILE --bandwidth [-t THREADS] [--backend ...]   the backend's memory read bandwidth only\n";
 
@@ -151,8 +151,9 @@ int ak_cmd_bench(int argc, char **argv) {
         double gbps = tg ? bpt * st.median / 1e9 : 0;
         if (json) {
             printf("%s  {\"model\": \"%s\", \"size_gib\": %.4f, \"params_b\": %.4f, \"backend\": \"%s\", \"threads\": %d, "
-                   "\"test\": \"%s\", \"tps_mean\": %.3f, \"tps_sd\": %.3f, \"tps_median\": %.3f, \"reps\": %d",
-                   first ? "" : ",\n", name, gib, params, ak_session_backend(s), threads, tname, st.mean, st.sd, st.median, reps);
+                   "\"kv\": \"%s\", \"test\": \"%s\", \"tps_mean\": %.3f, \"tps_sd\": %.3f, \"tps_median\": %.3f, \"reps\": %d",
+                   first ? "" : ",\n", name, gib, params, ak_session_backend(s), threads,
+                   ak_session_kv_type(s) == AK_KV_F16 ? "f16" : "f32", tname, st.mean, st.sd, st.median, reps);
             if (tg) printf(", \"bytes_per_token\": %.0f, \"gbps\": %.3f, \"read_gbps\": %.3f, \"roofline\": %.4f", bpt, gbps, bw, gbps / bw);
             printf("}");
         } else {

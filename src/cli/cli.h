@@ -18,7 +18,8 @@ typedef struct {
     int32_t *ids;
     int n_ids;
     int n_predict, chunk, threads, ctx;
-    bool greedy, print_ids, verbose, decode, kv_f16, raw, json, no_normalize, seed_set;
+    bool greedy, print_ids, verbose, decode, raw, json, no_normalize, seed_set;
+    ak_kv_type kv;                 /* AUTO unless --kv-f16 / --kv-f32 */
     ak_backend_kind backend;
     ak_sampler_params sp;
     const char *stops[16];

@@ -55,6 +55,7 @@ static int parse_ids(const char *s, ak_cli_opts *o) {
 int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage) {
     memset(o, 0, sizeof *o);
     o->n_predict = 256;
+    o->kv = AK_KV_AUTO;
     o->sp = ak_sampler_default_params();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -107,7 +108,8 @@ int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage) {
         else if (!strcmp(a, "--greedy")) { o->greedy = true; o->sp.temp = 0; }
         else if (!strcmp(a, "--print-ids")) o->print_ids = true;
         else if (!strcmp(a, "--decode")) o->decode = true;
-        else if (!strcmp(a, "--kv-f16")) o->kv_f16 = true;
+        else if (!strcmp(a, "--kv-f16")) o->kv = AK_KV_F16;
+        else if (!strcmp(a, "--kv-f32")) o->kv = AK_KV_F32;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = true;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); exit(0); }
         else { fprintf(stderr, "akunu: unknown option '%s'\n%s", a, usage); return 2; }
@@ -127,7 +129,7 @@ int ak_cli_open(const ak_cli_opts *o, bool logits_all, ak_model **m, ak_session 
     p.chunk = o->chunk;
     p.n_threads = o->threads;
     p.n_ctx = o->ctx;
-    p.kv_type = o->kv_f16 ? AK_KV_F16 : AK_KV_F32;
+    p.kv_type = o->kv;
     p.logits_all = logits_all;
     p.backend = o->backend;
     if (ak_session_create(*m, &p, s, &err)) {
@@ -137,8 +139,8 @@ int ak_cli_open(const ak_cli_opts *o, bool logits_all, ak_model **m, ak_session 
         return 1;
     }
     if (o->verbose)
-        fprintf(stderr, "akunu: %s, vocab %d, context %d, backend %s\ndispatch table: %d commands per token\n",
+        fprintf(stderr, "akunu: %s, vocab %d, context %d, backend %s, KV cache %s\ndispatch table: %d commands per token\n",
                 ak_model_arch_name(*m), ak_model_vocab(*m), ak_session_n_ctx(*s), ak_session_backend(*s),
-                ak_session_table_size(*s));
+                ak_session_kv_type(*s) == AK_KV_F16 ? "f16" : "f32", ak_session_table_size(*s));
     return 0;
 }

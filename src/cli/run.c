@@ -13,7 +13,7 @@ static const char *usage =
     "  -n N               tokens to generate (default 256)\n"
     "  --greedy | --temp T --top-k K --top-p P --min-p P --repeat-penalty R --repeat-last-n N --seed S\n"
     "  --stop STR         stop when STR appears (repeatable)\n"
-    "  -c CTX  --chunk N  -t THREADS  --kv-f16  --backend cpu|cuda|auto  -v\n";
+    "  -c CTX  --chunk N  -t THREADS  --kv-f16|--kv-f32 (default: f16 on cuda, f32 on cpu)  --backend cpu|cuda|auto  -v\n";
 
 /* Prompt text for one user turn: the chat template when the file has one we render;
  * a file without one (a base model) gets the prompt as it is. */

@@ -41,6 +41,8 @@ ak_status ak_session_create_ex(ak_model *m, const ak_session_params *pp, bool un
     *out = NULL;
     ak_session_params p = pp ? *pp : ak_session_default_params();
     if (p.n_ctx < 0 || p.chunk < 0 || p.n_threads < 0) return ak_fail(err, AK_ERR_ARG, "session: negative parameter");
+    if (p.kv_type != AK_KV_F32 && p.kv_type != AK_KV_F16 && p.kv_type != AK_KV_AUTO)
+        return ak_fail(err, AK_ERR_ARG, "session: unknown KV cache type %d", (int)p.kv_type);
     if (p.n_ctx == 0) p.n_ctx = m->cfg.n_ctx_train < 4096 ? m->cfg.n_ctx_train : 4096;
     if (p.n_ctx > (1 << 20)) return ak_fail(err, AK_ERR_ARG, "session: context %d is too large", p.n_ctx);
     if (p.chunk == 0) p.chunk = 512;
@@ -53,6 +55,7 @@ ak_status ak_session_create_ex(ak_model *m, const ak_session_params *pp, bool un
     bool cuda = p.backend == AK_BACKEND_CUDA || (p.backend == AK_BACKEND_AUTO && ak_backend_cuda_present());
     st = cuda ? ak_backend_cuda_create(&s->be, err) : ak_backend_cpu_create(p.n_threads, &s->be, err);
     if (st) { free(s); return st; }
+    if (p.kv_type == AK_KV_AUTO) s->p.kv_type = p.kv_type = cuda ? AK_KV_F16 : AK_KV_F32;
     ak_build_opts od = {.prefill = false, .rows = 1, .max_seq = p.n_ctx, .kv_f16 = p.kv_type == AK_KV_F16,
                           .unfused = unfused};
     ak_build_opts op = od;
@@ -92,6 +95,7 @@ void ak_session_free(ak_session *s) {
 int ak_session_table_size(const ak_session *s) { return s->m->arch->encoder ? s->prefill.n : s->decode.n; }
 const char *ak_session_backend(const ak_session *s) { return s->be->name; }
 int ak_session_threads(const ak_session *s) { return s->be->n_threads; }
+ak_kv_type ak_session_kv_type(const ak_session *s) { return s->p.kv_type; }
 bool ak_cuda_available(void) { return ak_backend_cuda_present(); }
 int ak_session_pos(const ak_session *s) { return s->pos; }
 int ak_session_n_ctx(const ak_session *s) { return s->p.n_ctx; }

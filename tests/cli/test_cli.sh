@@ -16,6 +16,9 @@ check "run --print-ids prints the greedy continuation ($out vs $want)" '[ "$out"
 check "run prints one line" '[ $(printf "%s\n" "$out" | wc -l) -eq 1 ]'
 "$bin" run -v -m "$fx/qwen3/qwen3-f32.gguf" --prompt-ids 1,2 -n 1 2>"$tmp/v" >/dev/null
 check "run -v prints the table size" 'grep -Eq "^dispatch table: [0-9]+ commands per token$" "$tmp/v"'
+check "run -v on the CPU: an F32 KV cache by default" 'grep -q "backend cpu, KV cache f32$" "$tmp/v"'
+"$bin" run -v --kv-f16 -m "$fx/qwen3/qwen3-f32.gguf" --prompt-ids 1,2 -n 1 2>"$tmp/v" >/dev/null
+check "run -v --kv-f16: an F16 KV cache" 'grep -q "backend cpu, KV cache f16$" "$tmp/v"'
 
 "$bin" logits -m "$fx/gemma2/gemma2-f32.gguf" --prompt-ids "$ids" -o "$tmp/a.f32"
 check "logits writes 24x512 floats" '[ $(stat -c %s "$tmp/a.f32") -eq $((24*512*4)) ]'
@@ -26,6 +29,7 @@ check "logits --decode writes the same size" '[ $(stat -c %s "$tmp/c.f32") -eq $
 
 "$bin" bench -m "$fx/llama/llama-f32.gguf" -p 8 -n 4 -d 20 -r 1 -t 1 --json > "$tmp/bench.json" 2>"$tmp/e"
 check "bench -d names its tests like llama-bench" 'grep -q "\"test\": \"pp8 @ d20\"" "$tmp/bench.json" && grep -q "\"test\": \"tg4 @ d20\"" "$tmp/bench.json"'
+check "bench --json names the KV cache type" '[ $(grep -c "\"kv\": \"f32\"" "$tmp/bench.json") -eq 2 ]'
 
 # bad input: non-zero exit, a message, no crash (exit codes >= 128 are signals)
 bad() {

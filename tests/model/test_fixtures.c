@@ -1,7 +1,7 @@
 /* End to end against Hugging Face: logits of all 24 prompt positions for every decoder
  * fixture and storage type, greedy continuations, prefill chunking vs the decode table,
  * chain decode vs single decode steps, a stop token ending the chain, fused vs unfused
- * tables, F16 KV cache (the common steps in fixture_util.c). */
+ * tables, F16 KV cache, AK_KV_AUTO (the common steps in fixture_util.c). */
 #include "fixture_util.h"
 #include "test_util.h"
 #include <stdio.h>
@@ -40,6 +40,7 @@ static void one(const ak_fx *f, const char *name, const ak_fx_type *ty, ak_model
         unsetenv("AKUNU_ACT_F32");
     }
     if (strcmp(ty->type, "q8_0") != 0) ak_fx_greedy(f, m, name, ty->type, AK_KV_F32);
+    if (!strcmp(name, "llama") && !strcmp(ty->type, "f16")) ak_fx_kv_auto(f, m, AK_KV_F32);
     if (!strcmp(ty->type, "f16")) {
         /* an F16 KV cache stays within the f16-file tolerance */
         float *o = ak_fx_logits(f, m, 0, false, false, AK_KV_F16);

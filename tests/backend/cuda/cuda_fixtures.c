@@ -35,6 +35,7 @@ static void one(const ak_fx *f, const char *name, const ak_fx_type *ty, ak_model
     }
     if (strcmp(ty->type, "q8_0") != 0) ak_fx_greedy(f, m, name, ty->type, AK_KV_F32);
     if (!strcmp(ty->type, "f16")) ak_fx_greedy(f, m, name, ty->type, AK_KV_F16);
+    if (!strcmp(name, "llama") && !strcmp(ty->type, "f16")) ak_fx_kv_auto(f, m, AK_KV_F16);
 }
 
 int main(void) {
