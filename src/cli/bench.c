@@ -153,7 +153,7 @@ int ak_cmd_bench(int argc, char **argv) {
             printf("%s  {\"model\": \"%s\", \"size_gib\": %.4f, \"params_b\": %.4f, \"backend\": \"%s\", \"threads\": %d, "
                    "\"kv\": \"%s\", \"test\": \"%s\", \"tps_mean\": %.3f, \"tps_sd\": %.3f, \"tps_median\": %.3f, \"reps\": %d",
                    first ? "" : ",\n", name, gib, params, ak_session_backend(s), threads,
-                   ak_session_kv_type(s) == AK_KV_F16 ? "f16" : "f32", tname, st.mean, st.sd, st.median, reps);
+                   ak_cli_kv_name(s), tname, st.mean, st.sd, st.median, reps);
             if (tg) printf(", \"bytes_per_token\": %.0f, \"gbps\": %.3f, \"read_gbps\": %.3f, \"roofline\": %.4f", bpt, gbps, bw, gbps / bw);
             printf("}");
         } else {

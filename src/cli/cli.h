@@ -30,6 +30,8 @@ typedef struct {
 int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage);
 /* Loads the model and creates a session from the options. */
 int ak_cli_open(const ak_cli_opts *o, bool logits_all, ak_model **m, ak_session **s);
+/* The session's KV cache type as printed: "f16" or "f32". */
+const char *ak_cli_kv_name(const ak_session *s);
 int ak_cmd_run(int argc, char **argv);
 int ak_cmd_logits(int argc, char **argv);
 int ak_cmd_bench(int argc, char **argv);

@@ -141,6 +141,8 @@ int ak_cli_open(const ak_cli_opts *o, bool logits_all, ak_model **m, ak_session 
     if (o->verbose)
         fprintf(stderr, "akunu: %s, vocab %d, context %d, backend %s, KV cache %s\ndispatch table: %d commands per token\n",
                 ak_model_arch_name(*m), ak_model_vocab(*m), ak_session_n_ctx(*s), ak_session_backend(*s),
-                ak_session_kv_type(*s) == AK_KV_F16 ? "f16" : "f32", ak_session_table_size(*s));
+                ak_cli_kv_name(*s), ak_session_table_size(*s));
     return 0;
 }
+
+const char *ak_cli_kv_name(const ak_session *s) { return ak_session_kv_type(s) == AK_KV_F16 ? "f16" : "f32"; }
