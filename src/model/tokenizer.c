@@ -440,7 +440,7 @@ int ak_token_piece(const ak_tokenizer *t, int32_t id, bool special, char *buf, i
     const char *p;
     uint32_t n;
     if (!piece_of(t, id, special, &p, &n)) return -1;
-    if ((int64_t)n <= cap) memcpy(buf, p, n);
+    if (n && (int64_t)n <= cap) memcpy(buf, p, n);  /* buf may be NULL for a size query */
     return (int)n;
 }
 
@@ -455,7 +455,7 @@ long ak_detokenize(const ak_tokenizer *t, const int32_t *ids, int n, bool specia
             first = false;
             if (p[0] == ' ') { p++; k--; }
         }
-        if (o + k <= cap) memcpy(buf + o, p, k);
+        if (k && o + k <= cap) memcpy(buf + o, p, k);  /* buf may be NULL for a size query */
         o += k;
     }
     return (long)o;

@@ -352,6 +352,16 @@ static void test_rules(const char *path, const char *name, int32_t bos, int32_t 
     }
     CHECK(!ak_tokenizer_is_eog(t, -1) && !ak_tokenizer_is_eog(t, ak_tokenizer_n_vocab(t)), "%s: bad ids", name);
     CHECK(ak_token_piece(t, ak_tokenizer_n_vocab(t), false, NULL, 0) == -1, "%s: piece of a bad id", name);
+    /* size queries with no buffer where a piece is empty (fuzz findings: memcpy and
+     * pointer arithmetic on NULL, caught by UBSan): the BOS control token hides its text */
+    if (bos >= 0) {
+        CHECK(ak_token_piece(t, bos, false, NULL, 0) == 0, "%s: size of an empty piece", name);
+        int32_t seq[3] = {bos, bos, 300 % ak_tokenizer_n_vocab(t)};
+        long want = ak_token_piece(t, seq[2], false, NULL, 0);
+        CHECK(ak_detokenize(t, seq, 1, false, NULL, 0) == 0, "%s: size of an empty sequence text", name);
+        CHECK(ak_detokenize(t, seq, 3, false, NULL, 0) >= 0 && ak_detokenize(t, seq, 3, false, NULL, 0) <= want,
+              "%s: size query with empty pieces first", name);
+    }
     ak_tokenizer_free(t);
 }
 
