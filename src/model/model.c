@@ -382,16 +382,19 @@ int ak_model_n_ctx_train(const ak_model *m) { return m->cfg.n_ctx_train; }
 int ak_model_eos(const ak_model *m) { return m->eos; }
 const char *ak_model_arch_name(const ak_model *m) { return m->arch_name; }
 
+/* Every tensor once, except the embedding tables, of which a token reads one row each;
+ * a tied output projection reads the token table whole. Encoders too: they have no
+ * output projection, and one token's pass reads their matrices the same way. */
 uint64_t ak_model_decode_bytes(const ak_model *m) {
-    const ak_config *c = &m->cfg;
-    uint64_t b = m->output->nbytes + m->tok_embd->nbytes / (uint64_t)c->vocab;
-    for (int l = 0; l < c->n_layers; l++) {
-        const ak_layer *y = &m->layers[l];
-        const ak_tensor *t[] = {y->attn_norm, y->wq, y->wk, y->wv, y->wo, y->bo, y->q_norm, y->k_norm, y->post_attn_norm,
-                                y->ffn_norm, y->w_gate, y->w_up, y->w_down, y->post_ffn_norm};
-        for (size_t i = 0; i < sizeof t / sizeof *t; i++) if (t[i]) b += t[i]->nbytes;
+    uint64_t b = 0;
+    for (int i = 0; i < m->n_tensors; i++) b += m->tensors[i].nbytes;
+    const ak_tensor *tables[] = {m->tok_embd, m->pos_embd, m->type_embd};
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
+        const ak_tensor *t = tables[i];
+        if (t && t->ne1 > 0) b -= t->nbytes - t->nbytes / (uint64_t)t->ne1;
     }
-    return b + m->output_norm->nbytes;
+    if (m->output && m->output == m->tok_embd) b += m->tok_embd->nbytes;
+    return b;
 }
 
 uint64_t ak_model_params(const ak_model *m) {

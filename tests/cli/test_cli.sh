@@ -31,6 +31,9 @@ check "logits --decode writes the same size" '[ $(stat -c %s "$tmp/c.f32") -eq $
 check "bench -d names its tests like llama-bench" 'grep -q "\"test\": \"pp8 @ d20\"" "$tmp/bench.json" && grep -q "\"test\": \"tg4 @ d20\"" "$tmp/bench.json"'
 check "bench --json names the KV cache type" '[ $(grep -c "\"kv\": \"f32\"" "$tmp/bench.json") -eq 2 ]'
 
+"$bin" bench -m "$fx/bert/bert-f16.gguf" -t 1 --bandwidth >"$tmp/o" 2>"$tmp/e"; rc=$?
+check "bench --bandwidth on an encoder (rc=$rc)" '[ $rc -eq 0 ] && grep -q "read bandwidth" "$tmp/o"'
+
 # bad input: non-zero exit, a message, no crash (exit codes >= 128 are signals)
 bad() {
   local what=$1; shift

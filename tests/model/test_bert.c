@@ -27,6 +27,10 @@ int main(void) {
         ak_err err = {{0}};
         if (ak_model_load(ak_fixture(files[f].file), &m, &err)) { CHECK(0, "%s: %s", files[f].file, err.msg); continue; }
         CHECK(ak_model_is_encoder(m) && ak_model_dim(m) == 128, "encoder");
+        /* an encoder has no output projection (fuzz finding: this read m->output) */
+        uint64_t db = ak_model_decode_bytes(m);
+        CHECK(db > 0 && db < ak_model_file_bytes(m), "%s: decode bytes %llu of %llu", files[f].file,
+              (unsigned long long)db, (unsigned long long)ak_model_file_bytes(m));
         if (ak_session_create(m, NULL, &s, &err)) { CHECK(0, "%s", err.msg); ak_model_free(m); continue; }
         float *hidden = malloc((size_t)n * 128 * 4), pooled[128];
         CHECK(ak_embed(s, ids, n, hidden, pooled, false, &err) == AK_OK, "%s", err.msg);
