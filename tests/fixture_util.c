@@ -134,7 +134,7 @@ void ak_fx_greedy(const ak_fx *f, ak_model *m, const char *name, const char *typ
      * same state */
     ak_session *a, *b;
     if (ak_session_create(m, &p, &a, &err) || ak_session_create(m, &p, &b, &err)) { CHECK(0, "%s", err.msg); ak_session_free(s); return; }
-    int32_t na, nb, chain[16], single[16];
+    int32_t na = -1, nb = -1, chain[16], single[16];
     CHECK(!ak_prefill(a, prompt, n_prompt, &na, NULL, &err) && !ak_prefill(b, prompt, n_prompt, &nb, NULL, &err), "%s", err.msg);
     int nc = 0;
     CHECK(ak_chain_decode(a, na, 16, NULL, 0, chain, &nc, &err) == AK_OK && nc == 16, "chain: %s", err.msg);

@@ -4,6 +4,9 @@
 #include "backend/cpu/cpu.h"
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include "backend/cpu/dot_simd.h"
 
 int ak_cpu_simd = -1;
@@ -15,14 +18,38 @@ static bool env_on(const char *name) {
     return e && *e && strcmp(e, "0") != 0;
 }
 
+#if defined(__x86_64__)
+/* CPUID and XGETBV directly: clang 14's __builtin_cpu_supports knows neither "f16c" nor
+ * "avxvnni". A feature counts only when the OS saves the registers it uses (XCR0). */
+static void cpuid(unsigned leaf, unsigned sub, unsigned r[4]) { __cpuid_count(leaf, sub, r[0], r[1], r[2], r[3]); }
+
+static uint64_t xcr0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (uint64_t)hi << 32 | lo;
+}
+
+static void detect_x86(int *level, int *vnni) {
+    unsigned r1[4], r7[4] = {0}, r71[4] = {0}, max[4];
+    cpuid(0, 0, max);
+    cpuid(1, 0, r1);
+    if (!(r1[2] >> 27 & 1)) return;                      /* no OSXSAVE: no XGETBV, no AVX state */
+    uint64_t x = xcr0();
+    bool ymm = (x & 6) == 6, zmm = ymm && (x & 0xE0) == 0xE0;
+    if (max[0] >= 7) { cpuid(7, 0, r7); cpuid(7, 1, r71); }
+    bool fma = r1[2] >> 12 & 1, avx = r1[2] >> 28 & 1, f16c = r1[2] >> 29 & 1, avx2 = r7[1] >> 5 & 1;
+    bool f = r7[1] >> 16 & 1, bw = r7[1] >> 30 & 1, vl = r7[1] >> 31 & 1;
+    if (ymm && avx && avx2 && fma && f16c) *level = 1;
+    if (*level && zmm && f && bw && vl) *level = 2;
+    if (*level == 2 && (r7[2] >> 11 & 1)) *vnni = 1;      /* AVX512_VNNI */
+    else if (*level && (r71[0] >> 4 & 1)) *vnni = 2;      /* AVX-VNNI */
+}
+#endif
+
 void ak_cpu_detect(void) {
     int level = 0, vnni = 0;
 #if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) level = 1;
-    if (level && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")) level = 2;
-    if (level == 2 && __builtin_cpu_supports("avx512vnni")) vnni = 1;
-    else if (level && __builtin_cpu_supports("avxvnni")) vnni = 2;
+    detect_x86(&level, &vnni);
 #endif
     if (env_on("AKUNU_SCALAR")) level = 0;
     if (!level || env_on("AKUNU_NO_VNNI")) vnni = 0;
