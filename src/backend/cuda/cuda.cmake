@@ -2,9 +2,13 @@
 # to the akunu library, defines AKUNU_CUDA (backend/stub.c then steps aside), and links
 # the CUDA runtime (static) and cuBLAS. Without nvcc nothing here is built.
 # Architectures: sm_80 and sm_90a by default (override with -DCMAKE_CUDA_ARCHITECTURES).
-include(CheckLanguage)
-check_language(CUDA)
-if(CMAKE_CUDA_COMPILER)
+# -DAKUNU_CUDA=OFF builds the CPU backend alone on a machine that has nvcc.
+option(AKUNU_CUDA "Build the CUDA backend (when nvcc is found)" ON)
+if(AKUNU_CUDA)
+  include(CheckLanguage)
+  check_language(CUDA)
+endif()
+if(AKUNU_CUDA AND CMAKE_CUDA_COMPILER)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
     set(CMAKE_CUDA_ARCHITECTURES "80-real;90a-real")
   endif()
@@ -26,5 +30,5 @@ if(CMAKE_CUDA_COMPILER)
   message(STATUS "akunu: CUDA backend enabled (architectures ${CMAKE_CUDA_ARCHITECTURES})")
 else()
   set(AKUNU_HAVE_CUDA OFF)
-  message(STATUS "akunu: nvcc not found; building without the CUDA backend")
+  message(STATUS "akunu: building without the CUDA backend (AKUNU_CUDA=${AKUNU_CUDA}, nvcc: ${CMAKE_CUDA_COMPILER})")
 endif()
