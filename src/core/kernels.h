@@ -23,6 +23,8 @@ typedef enum {
 extern const char *const ak_kernel_names[AK_K_COUNT];
 
 typedef enum { AK_ACT_SILU = 0, AK_ACT_GELU_TANH, AK_ACT_GELU_ERF } ak_act;
+/* RoPE pairing: dims (2i, 2i+1) (GGUF llama) or (i, i + n_rot/2) (NeoX, HF checkpoints). */
+typedef enum { AK_ROPE_NONE = 0, AK_ROPE_INTERLEAVED, AK_ROPE_NEOX } ak_rope_style;
 
 /* Fields named n, pos and kv_len are the ones replay patches (see ak_cmd). */
 typedef struct { int32_t n, pos, dim, dtype, pos_dtype, type_dtype; float scale; int32_t flags; } ak_p_embed;

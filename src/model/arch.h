@@ -7,7 +7,6 @@
 #include "core/kernels.h"
 
 typedef enum { AK_NORM_RMS = 0, AK_NORM_LAYER } ak_norm_kind;
-typedef enum { AK_ROPE_NONE = 0, AK_ROPE_INTERLEAVED, AK_ROPE_NEOX } ak_rope_style;
 
 typedef struct {
     const char *name;        /* general.architecture */

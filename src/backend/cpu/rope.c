@@ -2,7 +2,6 @@
  * Angles are pos * inv_freq in float32 and cos/sin of that, as the float32 reference
  * computes them; interleaved pairs (2i, 2i+1) or NeoX pairs (i, i + n_rot/2). */
 #include "backend/cpu/cpu.h"
-#include "model/arch.h"
 #include <math.h>
 #include <string.h>
 

@@ -4,9 +4,6 @@
  * Prefill: tiled flash attention (online softmax over key tiles in shared memory), on
  * tensor cores for an F16 cache and heads of 64 or 128 (k_attn_prefill_tc). */
 #include "backend/cuda/common.cuh"
-extern "C" {
-#include "model/arch.h"
-}
 
 __device__ __forceinline__ float attn_score(float s, const ak_p_attn &p) {
     s *= p.scale;

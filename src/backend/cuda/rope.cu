@@ -2,9 +2,6 @@
  * (token, head). Angles are pos * inv_freq in float32 with accurate cosf/sinf, as the
  * CPU and the float32 reference compute them. */
 #include "backend/cuda/common.cuh"
-extern "C" {
-#include "model/arch.h"
-}
 
 #define AK_ROPE_MAX_HD 512
 #define AK_ROPE_WARPS 4
