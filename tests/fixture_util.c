@@ -1,5 +1,5 @@
 #include "fixture_util.h"
-#include "core/session.h"
+#include "engine/session.h"
 #include "test_util.h"
 #include <stdio.h>
 #include <stdlib.h>

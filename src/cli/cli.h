@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "core/sampler.h"
+#include "engine/sampler.h"
 #include "model/chat.h"
 #include "model/tokenizer.h"
 

@@ -4,7 +4,7 @@
  *   [post-norm +] residual + next norm,
  * then logits GEMV → [softcap] → argmax into tokens[pos+1].
  * Prefill emits the same walk with GEMMs and tiled attention over n rows. */
-#include "core/build.h"
+#include "engine/build.h"
 #include "core/err.h"
 #include <math.h>
 #include <stddef.h>

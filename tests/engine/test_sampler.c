@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "core/sampler.h"
+#include "engine/sampler.h"
 #include "test_util.h"
 
 #define V 8

@@ -2,9 +2,9 @@
  * sized for the largest prefill chunk, the token buffer), and two tables built and
  * encoded once: one-token decode and chunked prefill. */
 #include "backend/backend.h"
-#include "core/build.h"
+#include "engine/build.h"
 #include "core/err.h"
-#include "core/session.h"
+#include "engine/session.h"
 #include "model/model.h"
 #include <math.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* Token sampling: penalty, top-k/top-p/min-p filters, temperature and an xoshiro256**
  * generator, on buffers sized for the vocabulary once at create. */
-#include "core/sampler.h"
+#include "engine/sampler.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
