@@ -110,7 +110,7 @@ void ak_fx_kv_auto(const ak_fx *f, ak_model *m, ak_kv_type want) {
 }
 
 void ak_fx_greedy(const ak_fx *f, ak_model *m, const char *name, const char *type, ak_kv_type kv) {
-    int32_t want[16], got[17], next, eos = ak_model_eos(m);
+    int32_t want[16], got[17], next, eos = ak_token_eos(m);
     const int32_t *prompt = f->prompt;
     const int n_prompt = f->n_prompt;
     int nw = ak_json_ints(f->manifest, name, "greedy_continuation", want, 16);

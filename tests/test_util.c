@@ -1,5 +1,6 @@
 /* Test harness helpers shared by every test. */
 #include "test_util.h"
+#include "akunu.h"
 #include "core/kernels.h"
 #include <math.h>
 #include <stdlib.h>
@@ -75,4 +76,14 @@ double ak_act_ref(int act, double x) {
     if (act == AK_ACT_SILU) return x / (1 + exp(-x));
     if (act == AK_ACT_GELU_TANH) return x / (1 + exp(-2 * 0.7978845608028654 * (x + 0.044715 * x * x * x)));
     return 0.5 * x * erfc(-x * 0.7071067811865475);   /* 1 + erf(z) without its cancellation below 0 */
+}
+
+static int env_on(const char *name) {
+    const char *e = getenv(name);
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+void ak_test_debug(int act_f32) {
+    ak_debug d = {.cpu_scalar = env_on("AKUNU_SCALAR"), .cpu_no_vnni = env_on("AKUNU_NO_VNNI"), .cpu_act_f32 = act_f32};
+    ak_set_debug(&d);
 }

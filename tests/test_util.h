@@ -22,6 +22,9 @@ double ak_rel_l2(const float *out, const float *ref, size_t n);
 /* The activation act (ak_act) of x in double; tanh-GELU as x / (1 + e^-2y), the same as
  * 0.5 x (1 + tanh y) but without its cancellation for negative x. */
 double ak_act_ref(int act, double x);
+/* ak_set_debug for a test: the CPU limits the ctest entry sets (AKUNU_SCALAR=1,
+ * AKUNU_NO_VNNI=1; the library itself reads no environment) and float activations. */
+void ak_test_debug(int act_f32);
 
 
 

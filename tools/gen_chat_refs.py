@@ -47,7 +47,7 @@ FAMILIES = {
     "mistral-nemo-instruct-2407": ("mistral-nemo", "<s>", "</s>"),
 }
 
-S, U, A = "system", "user", "assistant"
+S, U, A, T = "system", "user", "assistant", "tool"
 CONVERSATIONS = [
     ("single", [(U, "Hello!")]),
     ("system", [(S, "You are a terse assistant."), (U, "What is 2+2?")]),
@@ -61,6 +61,9 @@ CONVERSATIONS = [
     ("think_history", [(U, "Hi"), (A, "<think>\nThe user greets me.\n</think>\n\nHello! How can I help?"),
                        (U, "What's 1+1?")]),
     ("think_last", [(U, "What's 1+1?"), (A, "<think>\nadd them\n</think>\n\n2")]),
+    ("tool", [(S, "You can call tools."), (U, "Weather in Paris?"), (A, "Let me check."), (T, '{"temp": 21}'),
+              (T, '{"rain": false, "note": "tab\there \\ \"q\""}'), (U, "Thanks")]),
+    ("tool_last", [(U, "Weather?"), (A, "Checking."), (T, "sunny\n\u0001")]),
 ]
 
 

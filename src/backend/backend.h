@@ -37,5 +37,8 @@ ak_status ak_backend_cpu_create(int n_threads, ak_backend **out, ak_err *err);
 /* Defined by the CUDA backend when built (AKUNU_CUDA), else by backend/stub.c: AK_ERR_UNSUPPORTED. */
 ak_status ak_backend_cuda_create(ak_backend **out, ak_err *err);
 bool ak_backend_cuda_present(void);
+/* The debug knobs of ak_set_debug (CPU limits now, CUDA flags at the next backend). */
+void ak_backend_set_debug(const ak_debug *d);
+void ak_cuda_set_debug(const ak_debug *d);   /* the CUDA backend's part (stub.c without it) */
 
 #endif

@@ -9,4 +9,6 @@ ak_status ak_backend_cuda_create(ak_backend **out, ak_err *err) {
 }
 
 bool ak_backend_cuda_present(void) { return false; }
+
+void ak_cuda_set_debug(const ak_debug *d) { (void)d; }
 #endif

@@ -1,7 +1,7 @@
 /* akunu bench: prompt processing (ppN) and generation (tgN) throughput the way
  * llama-bench measures them, plus the weight bytes one decode step reads, the achieved
  * GB/s and its share of the measured read bandwidth (the roofline). */
-#include "cli/cli.h"
+#include "cli.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,7 +77,7 @@ static int timed(ak_session *s, int vocab, int n_depth, int n_pp, int n_tg, doub
     return 0;
 }
 
-int ak_cmd_bench(int argc, char **argv) {
+int ak_cli_bench(int argc, char **argv) {
     int n_pp = 512, n_tg = 128, n_depth = 0, reps = 5, rc;
     bool json = false, bw_only = false;
     /* bench-only flags first; the rest goes to the common parser */

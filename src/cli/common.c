@@ -1,5 +1,5 @@
 /* Option parsing and model/session set-up shared by the subcommands. */
-#include "cli/cli.h"
+#include "cli.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +56,7 @@ int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage) {
     memset(o, 0, sizeof *o);
     o->n_predict = 256;
     o->kv = AK_KV_AUTO;
-    o->sp = ak_sampler_default_params();
+    o->sp = ak_sampling_default_params();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -70,12 +70,14 @@ int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage) {
             o->prompts[o->n_prompts++] = v;
         }
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { NEEDV(); o->file = v; }
-        else if (!strcmp(a, "--temp")) { NEEDV(); r = parse_float(a, v, 0, 100, &o->sp.temp); }
+        else if (!strcmp(a, "--temp")) { NEEDV(); r = parse_float(a, v, 0, 100, &o->sp.temperature); }
         else if (!strcmp(a, "--top-k")) { NEEDV(); r = parse_int(a, v, 0, 1 << 30, &o->sp.top_k); }
         else if (!strcmp(a, "--top-p")) { NEEDV(); r = parse_float(a, v, 0, 1, &o->sp.top_p); }
         else if (!strcmp(a, "--min-p")) { NEEDV(); r = parse_float(a, v, 0, 1, &o->sp.min_p); }
         else if (!strcmp(a, "--repeat-penalty")) { NEEDV(); r = parse_float(a, v, 0.01, 100, &o->sp.repeat_penalty); }
-        else if (!strcmp(a, "--repeat-last-n")) { NEEDV(); r = parse_int(a, v, 0, 1 << 20, &o->sp.repeat_last_n); }
+        else if (!strcmp(a, "--repeat-last-n")) { NEEDV(); r = parse_int(a, v, 0, 1 << 20, &o->sp.penalty_last_n); }
+        else if (!strcmp(a, "--presence-penalty")) { NEEDV(); r = parse_float(a, v, -2, 2, &o->sp.presence_penalty); }
+        else if (!strcmp(a, "--frequency-penalty")) { NEEDV(); r = parse_float(a, v, -2, 2, &o->sp.frequency_penalty); }
         else if (!strcmp(a, "--seed")) {
             NEEDV();
             char *end;
@@ -105,7 +107,7 @@ int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage) {
             else if (!strcmp(v, "auto")) o->backend = AK_BACKEND_AUTO;
             else { fprintf(stderr, "akunu: --backend expects cpu, cuda or auto, got '%s'\n", v); return 2; }
         }
-        else if (!strcmp(a, "--greedy")) { o->greedy = true; o->sp.temp = 0; }
+        else if (!strcmp(a, "--greedy")) { o->greedy = true; o->sp.temperature = 0; }
         else if (!strcmp(a, "--print-ids")) o->print_ids = true;
         else if (!strcmp(a, "--decode")) o->decode = true;
         else if (!strcmp(a, "--kv-f16")) o->kv = AK_KV_F16;
@@ -117,7 +119,7 @@ int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage) {
 #undef NEEDV
     }
     if (!o->model) { fprintf(stderr, "akunu: -m FILE is required\n%s", usage); return 2; }
-    if (o->sp.temp <= 0) o->greedy = true;
+    if (o->sp.temperature <= 0) o->greedy = true;
     if (!o->seed_set) o->sp.seed = (uint64_t)time(NULL);
     return 0;
 }

@@ -1,12 +1,12 @@
 /* akunu logits: float32 logits for every prompt position, [n][vocab] little-endian,
  * through chunked prefill or (--decode) one token at a time through the decode table. */
-#include "cli/cli.h"
+#include "cli.h"
 #include <stdio.h>
 #include <stdlib.h>
 
 static const char *usage = "usage: akunu logits -m FILE --prompt-ids ID,ID,... -o OUT.f32 [--chunk N] [--decode] [--kv-f16|--kv-f32] [-t THREADS] [--backend cpu|cuda|auto]\n";
 
-int ak_cmd_logits(int argc, char **argv) {
+int ak_cli_logits(int argc, char **argv) {
     ak_cli_opts o;
     int rc = ak_cli_parse(argc, argv, &o, usage);
     if (rc) { free(o.ids); return rc; }

@@ -1,5 +1,5 @@
 /* akunu: the command-line front end. One file per subcommand. */
-#include "cli/cli.h"
+#include "cli.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -17,13 +17,14 @@ static const char *usage =
 
 int main(int argc, char **argv) {
     if (argc < 2) { fputs(usage, stderr); return 2; }
-    if (!strcmp(argv[1], "run")) return ak_cmd_run(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "logits")) return ak_cmd_logits(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "bench")) return ak_cmd_bench(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "tokenize")) return ak_cmd_tokenize(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "chat")) return ak_cmd_chat(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "embed")) return ak_cmd_embed(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "perplexity")) return ak_cmd_perplexity(argc - 1, argv + 1);
+    ak_cli_debug_from_env();
+    if (!strcmp(argv[1], "run")) return ak_cli_run(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "logits")) return ak_cli_logits(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "bench")) return ak_cli_bench(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "tokenize")) return ak_cli_tokenize(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "chat")) return ak_cli_chat(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "embed")) return ak_cli_embed(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "perplexity")) return ak_cli_perplexity(argc - 1, argv + 1);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) { fputs(usage, stdout); return 0; }
     fprintf(stderr, "akunu: unknown command '%s'\n%s", argv[1], usage);
     return 2;

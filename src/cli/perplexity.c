@@ -2,7 +2,7 @@
  * (with BOS), cut into non-overlapping windows of the context size; each window starts
  * with BOS and is evaluated in one pass, and only the second half of its positions is
  * scored, so every scored token sees at least ctx/2 tokens of context. */
-#include "cli/cli.h"
+#include "cli.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +25,7 @@ static char *slurp(const char *path, size_t *n) {
     return buf;
 }
 
-int ak_cmd_perplexity(int argc, char **argv) {
+int ak_cli_perplexity(int argc, char **argv) {
     ak_cli_opts o;
     int rc = ak_cli_parse(argc, argv, &o, usage);
     if (rc) { free(o.ids); return rc; }
@@ -39,22 +39,21 @@ int ak_cmd_perplexity(int argc, char **argv) {
     ak_model *m;
     ak_session *s;
     if ((rc = ak_cli_open(&o, true, &m, &s))) { free(text); return rc; }
-    ak_tokenizer *t = ak_cli_tokenizer(m);
     int n = 0, V = ak_model_vocab(m), C = o.ctx;
-    int32_t *ids = t ? ak_cli_tokenize(t, text, true, false, &n) : NULL;
+    int32_t *ids = ak_cli_tokens(m, text, true, false, &n);
     float *logits = malloc((size_t)C * V * sizeof(float));
     int n_win = n / C;
     if (!ids || !logits) { rc = 1; goto done; }
     if (n_win < 1) { fprintf(stderr, "akunu: the text has %d tokens; perplexity needs at least one window of %d\n", n, C); rc = 1; goto done; }
     fprintf(stderr, "perplexity: %d tokens, %d windows of %d, scoring positions %d..%d of each\n", n, n_win, C, C / 2, C - 1);
-    int32_t bos = ak_tokenizer_bos(t);
+    int32_t bos = ak_token_bos(m);
     double nll = 0, nll2 = 0;
     long count = 0;
     double t0 = ak_cli_now();
     for (int w = 0; w < n_win; w++) {
         int32_t *win = ids + (size_t)w * C, first = win[0], next;
         ak_err err = {{0}};
-        if (bos >= 0 && ak_tokenizer_add_bos(t)) win[0] = bos;
+        if (bos >= 0 && ak_model_adds_bos(m)) win[0] = bos;
         ak_session_reset(s);
         ak_status st = ak_prefill(s, win, C, &next, logits, &err);
         win[0] = first;
@@ -83,7 +82,6 @@ done:
     free(logits);
     free(ids);
     free(text);
-    ak_tokenizer_free(t);
     ak_session_free(s);
     ak_model_free(m);
     return rc;

@@ -1,7 +1,7 @@
 /* akunu run: prefill a prompt, then generate. With --prompt-ids the ids go in and
  * (--print-ids) come out; with -p the text is tokenized with the model's tokenizer,
  * wrapped in its chat template unless --raw, and the reply streams to stdout. */
-#include "cli/cli.h"
+#include "cli.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,36 +11,33 @@ static const char *usage =
     "  -p TEXT            prompt text (wrapped in the model's chat template unless --raw)\n"
     "  --prompt-ids IDS   prompt as token ids; --print-ids prints the generated ids\n"
     "  -n N               tokens to generate (default 256)\n"
-    "  --greedy | --temp T --top-k K --top-p P --min-p P --repeat-penalty R --repeat-last-n N --seed S\n"
+    "  --greedy | --temp T --top-k K --top-p P --min-p P --repeat-penalty R --presence-penalty P\n"
+    "             --frequency-penalty F --repeat-last-n N --seed S\n"
     "  --stop STR         stop when STR appears (repeatable)\n"
     "  -c CTX  --chunk N  -t THREADS  --kv-f16|--kv-f32 (default: f16 on cuda, f32 on cpu)  --backend cpu|cuda|auto  -v\n";
 
 /* Prompt text for one user turn: the chat template when the file has one we render;
  * a file without one (a base model) gets the prompt as it is. */
-static char *prompt_text(const ak_model *m, const ak_tokenizer *t, const char *user, bool raw, bool *templated) {
+static char *prompt_text(const ak_model *m, const char *user, bool raw, bool *templated) {
     *templated = false;
     if (raw) return strdup(user);
-    ak_cli_chat c;
     ak_err err = {{0}};
-    int found = ak_cli_chat_open(m, t, &c, &err);
-    if (found < 0) fprintf(stderr, "akunu: %s; using the prompt as it is (--raw)\n", err.msg);
-    ak_chat_msg msg = {"user", user};
-    char *out = found > 0 ? ak_cli_chat_render(&c, &msg, 1) : NULL;
-    ak_cli_chat_close(&c);
-    *templated = out != NULL;
-    return out ? out : strdup(user);
+    ak_chat_message msg = {"user", user};
+    char *out = NULL;
+    if (ak_chat_render(m, &msg, 1, true, &out, &err) == AK_OK) {
+        *templated = true;
+        return out;
+    }
+    if (ak_model_chat_template(m)) fprintf(stderr, "akunu: %s; using the prompt as it is (--raw)\n", err.msg);
+    return strdup(user);
 }
 
 static int run_text(const ak_cli_opts *o, ak_model *m, ak_session *s) {
-    ak_tokenizer *t = ak_cli_tokenizer(m);
-    if (!t) return 1;
     bool templated;
-    char *text = prompt_text(m, t, o->prompts[0], o->raw, &templated);
+    char *text = prompt_text(m, o->prompts[0], o->raw, &templated);
     int n = 0, rc = 1;
     /* a rendered template already holds the BOS text; parse its special tokens */
-    int32_t *ids = text ? ak_cli_tokenize(t, text, !templated, templated, &n) : NULL;
-    float *logits = NULL;
-    ak_sampler *smp = NULL;
+    int32_t *ids = text ? ak_cli_tokens(m, text, !templated, templated, &n) : NULL;
     ak_err err = {{0}};
     if (!ids) goto done;
     if (n == 0) { fprintf(stderr, "akunu: the prompt is empty\n"); goto done; }
@@ -48,29 +45,17 @@ static int run_text(const ak_cli_opts *o, ak_model *m, ak_session *s) {
         fprintf(stderr, "akunu: the prompt is %d tokens; the context holds %d (raise -c)\n", n, ak_session_n_ctx(s));
         goto done;
     }
-    if (!o->greedy) {
-        if (ak_sampler_create(&o->sp, ak_model_vocab(m), &smp, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); goto done; }
-        for (int i = 0; i < n; i++) ak_sampler_accept(smp, ids[i]);
-        logits = malloc((size_t)ak_model_vocab(m) * sizeof(float));
-        if (!logits) goto done;
-    }
-    int32_t next;
-    double t0 = ak_cli_now();
-    if (ak_prefill(s, ids, n, &next, logits, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); goto done; }
-    double tp = ak_cli_now() - t0;
-    ak_cli_reply r;
-    rc = o->n_predict > 0 ? ak_cli_generate(s, t, o, smp, next, logits, &r) : (memset(&r, 0, sizeof r), 0);
+    ak_generate_params gp = ak_cli_gen_params(o);
+    ak_generate_result r;
+    rc = ak_generate(s, ids, n, &gp, ak_cli_print_piece, NULL, &r, &err) != AK_OK;
     printf("\n");
-    fprintf(stderr, "\n[prompt %d tokens, prefill %.1f tok/s | generated %d tokens, decode %.1f tok/s]\n", n, n / tp, r.n_gen,
-            r.seconds > 0 ? r.n_gen / r.seconds : 0.0);
-    free(r.text);
-    free(r.ids);
+    if (rc) { fprintf(stderr, "akunu: %s\n", err.msg); goto done; }
+    fprintf(stderr, "\n[prompt %d tokens, prefill %.1f tok/s | generated %d tokens, decode %.1f tok/s]\n", n,
+            r.prefill_seconds > 0 ? n / r.prefill_seconds : 0.0, r.n_generated,
+            r.decode_seconds > 0 ? r.n_generated / r.decode_seconds : 0.0);
 done:
-    free(logits);
-    ak_sampler_free(smp);
     free(ids);
     free(text);
-    ak_tokenizer_free(t);
     return rc;
 }
 
@@ -89,7 +74,7 @@ static int run_ids(const ak_cli_opts *o, ak_model *m, ak_session *s) {
     if (o->n_predict > 0) {
         out[0] = next;
         n_out = 1;
-        int32_t eos = ak_model_eos(m);
+        int32_t eos = ak_token_eos(m);
         int more = 0;
         if (next != eos && o->n_predict > 1 &&
             ak_chain_decode(s, next, o->n_predict - 1, &eos, eos >= 0, out + 1, &more, &err)) {
@@ -106,7 +91,7 @@ static int run_ids(const ak_cli_opts *o, ak_model *m, ak_session *s) {
     return rc;
 }
 
-int ak_cmd_run(int argc, char **argv) {
+int ak_cli_run(int argc, char **argv) {
     ak_cli_opts o;
     int rc = ak_cli_parse(argc, argv, &o, usage);
     if (rc) { free(o.ids); return rc; }

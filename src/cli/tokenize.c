@@ -1,13 +1,13 @@
 /* akunu tokenize: the ids the model's tokenizer gives a text (with BOS/EOS as the file
  * says and special-token text recognised); --pieces prints each id with its text. */
-#include "cli/cli.h"
+#include "cli.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const char *usage = "usage: akunu tokenize -m FILE -p TEXT [--raw (no BOS/EOS, no special tokens)] [--pieces]\n";
 
-int ak_cmd_tokenize(int argc, char **argv) {
+int ak_cli_tokenize(int argc, char **argv) {
     bool pieces = false;
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--pieces")) { pieces = true; memmove(&argv[i], &argv[i + 1], (size_t)(argc - i) * sizeof *argv); argc--; i--; }
@@ -18,19 +18,18 @@ int ak_cmd_tokenize(int argc, char **argv) {
     ak_model *m;
     ak_err err = {{0}};
     if (ak_model_load(o.model, &m, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); return 1; }
-    ak_tokenizer *t = ak_cli_tokenizer(m);
     int n = 0;
-    int32_t *ids = t ? ak_cli_tokenize(t, o.prompts[0], !o.raw, !o.raw, &n) : NULL;
+    int32_t *ids = ak_cli_tokens(m, o.prompts[0], !o.raw, !o.raw, &n);
     if (!ids) rc = 1;
     for (int i = 0; ids && i < n; i++) {
         if (!pieces) { printf(i ? ",%d" : "%d", ids[i]); continue; }
         char buf[512];
-        int k = ak_token_piece(t, ids[i], true, buf, sizeof buf);
-        printf("%6d  '%.*s'\n", ids[i], k > 0 && k <= (int)sizeof buf ? k : 0, buf);
+        size_t k = 0;
+        if (ak_token_to_piece(m, ids[i], true, buf, sizeof buf, &k, &err)) k = 0;
+        printf("%6d  '%.*s'\n", ids[i], (int)k, buf);
     }
     if (ids && !pieces) printf("\n");
     free(ids);
-    ak_tokenizer_free(t);
     ak_model_free(m);
     return rc;
 }

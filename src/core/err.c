@@ -1,4 +1,4 @@
-/* Error helpers. */
+/* Error helpers and the diagnostics log. */
 #include "core/err.h"
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,4 +11,22 @@ ak_status ak_fail(ak_err *err, ak_status st, const char *fmt, ...) {
         va_end(ap);
     }
     return st;
+}
+
+static ak_log_fn log_fn;
+static void *log_user;
+
+void ak_log_set(ak_log_fn fn, void *user) {
+    log_fn = fn;
+    log_user = user;
+}
+
+void ak_logf(const char *fmt, ...) {
+    if (!log_fn) return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    log_fn(line, log_user);
 }

@@ -1,4 +1,4 @@
-/* Token sampling: penalty, top-k/top-p/min-p filters, temperature and an xoshiro256**
+/* Token sampling: penalties, top-k/top-p/min-p filters, temperature and an xoshiro256**
  * generator, on buffers sized for the vocabulary once at create. */
 #include "engine/sampler.h"
 #include <math.h>
@@ -12,18 +12,18 @@ typedef struct {
 } cand;
 
 struct ak_sampler {
-    ak_sampler_params p;
+    ak_sampling_params p;
     int vocab;
     cand *cands;      /* [vocab] candidates of one draw */
-    uint8_t *seen;    /* [vocab] penalty bookkeeping, all zero between draws */
-    int32_t *history; /* ring of the last repeat_last_n accepted tokens */
+    int32_t *count;   /* [vocab] occurrences in the window during a draw, all zero between draws */
+    int32_t *history; /* ring of the last penalty_last_n accepted tokens */
     int n_hist, head;
     uint64_t rng[4];
 };
 
-ak_sampler_params ak_sampler_default_params(void) {
-    return (ak_sampler_params){.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
-                               .repeat_penalty = 1.0f, .repeat_last_n = 64, .seed = 0};
+ak_sampling_params ak_sampling_default_params(void) {
+    return (ak_sampling_params){.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
+                                .repeat_penalty = 1.0f, .penalty_last_n = 64, .seed = 0};
 }
 
 /* ---- xoshiro256** (Blackman & Vigna), seeded through splitmix64 --------------- */
@@ -58,18 +58,23 @@ void ak_sampler_reset(ak_sampler *s) {
     s->n_hist = s->head = 0;
 }
 
-ak_status ak_sampler_create(const ak_sampler_params *p, int vocab, ak_sampler **out, ak_err *err) {
+ak_status ak_sampler_create(const ak_sampling_params *p, int vocab, ak_sampler **out, ak_err *err) {
     if (!p || !out || vocab <= 0) return ak_fail(err, AK_ERR_ARG, "sampler: bad arguments (vocab %d)", vocab);
-    if (!(p->repeat_penalty > 0) || p->repeat_last_n < 0 || isnan(p->temp) || isnan(p->top_p) || isnan(p->min_p))
-        return ak_fail(err, AK_ERR_ARG, "sampler: repeat_penalty must be > 0, repeat_last_n >= 0");
+    if (!(p->repeat_penalty >= 0) || !isfinite(p->repeat_penalty) || !isfinite(p->presence_penalty) ||
+        !isfinite(p->frequency_penalty) || p->penalty_last_n < 0 || p->penalty_last_n > (1 << 24) ||
+        isnan(p->temperature) || isnan(p->top_p) || isnan(p->min_p))
+        return ak_fail(err, AK_ERR_ARG, "sampler: penalties must be finite (repeat_penalty >= 0), penalty_last_n in "
+                                        "[0, 2^24], temperature, top_p and min_p numbers");
     ak_sampler *s = calloc(1, sizeof *s);
     if (!s) return ak_fail(err, AK_ERR_NOMEM, "sampler: out of memory");
     s->p = *p;
+    if (s->p.repeat_penalty == 0) s->p.repeat_penalty = 1;   /* a zeroed struct: off */
+    if (s->p.top_p <= 0) s->p.top_p = 1;
     s->vocab = vocab;
     s->cands = malloc((size_t)vocab * sizeof *s->cands);
-    s->seen = calloc((size_t)vocab, 1);
-    s->history = malloc((size_t)(p->repeat_last_n > 0 ? p->repeat_last_n : 1) * sizeof *s->history);
-    if (!s->cands || !s->seen || !s->history) {
+    s->count = calloc((size_t)vocab, sizeof *s->count);
+    s->history = malloc((size_t)(p->penalty_last_n > 0 ? p->penalty_last_n : 1) * sizeof *s->history);
+    if (!s->cands || !s->count || !s->history) {
         ak_sampler_free(s);
         return ak_fail(err, AK_ERR_NOMEM, "sampler: out of memory for vocab %d", vocab);
     }
@@ -81,30 +86,34 @@ ak_status ak_sampler_create(const ak_sampler_params *p, int vocab, ak_sampler **
 void ak_sampler_free(ak_sampler *s) {
     if (!s) return;
     free(s->cands);
-    free(s->seen);
+    free(s->count);
     free(s->history);
     free(s);
 }
 
 void ak_sampler_accept(ak_sampler *s, int32_t tok) {
-    if (!s || s->p.repeat_last_n <= 0 || tok < 0 || tok >= s->vocab) return;
+    if (!s || s->p.penalty_last_n <= 0 || tok < 0 || tok >= s->vocab) return;
     s->history[s->head] = tok;
-    s->head = (s->head + 1) % s->p.repeat_last_n;
-    if (s->n_hist < s->p.repeat_last_n) s->n_hist++;
+    s->head = (s->head + 1) % s->p.penalty_last_n;
+    if (s->n_hist < s->p.penalty_last_n) s->n_hist++;
 }
 
-/* llama.cpp's repetition penalty: each distinct recent token once, positive logits
- * divided, negative multiplied. */
-static void apply_penalty(ak_sampler *s, float *logits) {
-    float rp = s->p.repeat_penalty;
-    if (rp == 1.0f || s->n_hist == 0) return;
+/* llama.cpp's penalties: each distinct recent token once, its positive logit divided by
+ * the repetition penalty (negative multiplied), then presence subtracted once and
+ * frequency once per occurrence (OpenAI's definitions). */
+static void apply_penalties(ak_sampler *s, float *logits) {
+    const ak_sampling_params *p = &s->p;
+    if (s->n_hist == 0 || (p->repeat_penalty == 1.0f && p->presence_penalty == 0 && p->frequency_penalty == 0)) return;
+    for (int i = 0; i < s->n_hist; i++) s->count[s->history[i]]++;
     for (int i = 0; i < s->n_hist; i++) {
         int32_t t = s->history[i];
-        if (s->seen[t]) continue;
-        s->seen[t] = 1;
-        logits[t] = logits[t] > 0 ? logits[t] / rp : logits[t] * rp;
+        int32_t c = s->count[t];
+        if (!c) continue;   /* done already */
+        s->count[t] = 0;
+        float l = logits[t];
+        l = l > 0 ? l / p->repeat_penalty : l * p->repeat_penalty;
+        logits[t] = l - (float)c * p->frequency_penalty - p->presence_penalty;
     }
-    for (int i = 0; i < s->n_hist; i++) s->seen[s->history[i]] = 0;
 }
 
 static int32_t argmax(const float *x, int n) {
@@ -162,13 +171,13 @@ static int top_p_cut(cand *c, int n, float mx, double sum, float top_p) {
 }
 
 int32_t ak_sampler_sample(ak_sampler *s, float *logits) {
-    const ak_sampler_params *p = &s->p;
-    apply_penalty(s, logits);
-    if (p->temp <= 0 || p->top_k == 1) return argmax(logits, s->vocab);
+    const ak_sampling_params *p = &s->p;
+    apply_penalties(s, logits);
+    if (p->temperature <= 0 || p->top_k == 1) return argmax(logits, s->vocab);
     /* Candidates: tokens within 40 nats (scaled by temperature when it is above 1) of
      * the best; the rest carry less than 1e-12 of the probability in float. */
     float mx = logits[argmax(logits, s->vocab)];
-    float floor_ = mx - 40.0f * (p->temp > 1 ? p->temp : 1.0f);
+    float floor_ = mx - 40.0f * (p->temperature > 1 ? p->temperature : 1.0f);
     cand *c = s->cands;
     int n = 0;
     for (int i = 0; i < s->vocab; i++)
@@ -192,10 +201,10 @@ int32_t ak_sampler_sample(ak_sampler *s, float *logits) {
     }
     /* temperature and the draw */
     double total = 0;
-    for (int i = 0; i < n; i++) total += exp(((double)c[i].logit - mx) / p->temp);
+    for (int i = 0; i < n; i++) total += exp(((double)c[i].logit - mx) / p->temperature);
     double u = next_unit(s->rng) * total, acc = 0;
     for (int i = 0; i < n; i++) {
-        acc += exp(((double)c[i].logit - mx) / p->temp);
+        acc += exp(((double)c[i].logit - mx) / p->temperature);
         if (u < acc) return c[i].id;
     }
     return c[n - 1].id;

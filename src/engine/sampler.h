@@ -1,6 +1,6 @@
-/* Token sampling on the host: repetition penalty, top-k, top-p, min-p, temperature and a
- * seeded PRNG over a logits array, with every buffer allocated once at create; plus the
- * stop-string scan a streaming front end needs. */
+/* Token sampling on the host: repetition, presence and frequency penalties, top-k, top-p,
+ * min-p, temperature and a seeded PRNG over a logits array, with every buffer allocated
+ * once at create; plus the stop-string scan a streaming front end needs. */
 #ifndef AK_SAMPLER_H
 #define AK_SAMPLER_H
 #include <stdbool.h>
@@ -8,29 +8,16 @@
 #include <stdint.h>
 #include "akunu.h"
 
-typedef struct {
-    float temp;           /* <= 0: greedy (first index of the largest logit) */
-    int top_k;            /* keep the k largest logits; <= 0: off; 1: greedy */
-    float top_p;          /* keep the smallest set of most likely tokens whose probability
-                             reaches top_p; >= 1: off */
-    float min_p;          /* drop tokens less likely than min_p * the most likely; <= 0: off */
-    float repeat_penalty; /* 1: off; > 1 discourages the tokens of the last repeat_last_n */
-    int repeat_last_n;    /* how many accepted tokens the penalty looks back over; 0: off */
-    uint64_t seed;
-} ak_sampler_params;
-
 typedef struct ak_sampler ak_sampler;
 
-/* temp 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1 (off), last_n 64, seed 0. */
-ak_sampler_params ak_sampler_default_params(void);
-
-ak_status ak_sampler_create(const ak_sampler_params *p, int vocab, ak_sampler **out, ak_err *err);
+/* The parameters are the public ak_sampling_params (akunu.h). */
+ak_status ak_sampler_create(const ak_sampling_params *p, int vocab, ak_sampler **out, ak_err *err);
 void ak_sampler_free(ak_sampler *s);
 /* Forget the accepted tokens and restart the random sequence from the seed. */
 void ak_sampler_reset(ak_sampler *s);
 
-/* Pick a token from vocab logits. The repetition penalty is applied to logits in place;
- * the filters order as llama.cpp's default chain: penalty, top-k, top-p, min-p (on
+/* Pick a token from vocab logits. The penalties are applied to logits in place; the
+ * filters order as llama.cpp's default chain: penalties, top-k, top-p, min-p (on
  * probabilities at temperature 1), then temperature and the random draw. Allocates
  * nothing. Call ak_sampler_accept with the token that is actually used. */
 int32_t ak_sampler_sample(ak_sampler *s, float *logits);

@@ -18,6 +18,7 @@ struct ak_session {
     ak_table decode, prefill;
     void *enc_decode, *enc_prefill;
     int pos;
+    int32_t *ids;          /* [n_ctx] the ids in the KV cache, [0, pos) */
 };
 
 ak_session_params ak_session_default_params(void) {
@@ -49,12 +50,13 @@ ak_status ak_session_create_ex(ak_model *m, const ak_session_params *pp, bool un
     if (p.chunk > p.n_ctx || m->arch->encoder) p.chunk = p.n_ctx; /* non-causal: the whole input in one chunk */
     ak_session *s = calloc(1, sizeof *s);
     if (!s) return ak_fail(err, AK_ERR_NOMEM, "out of memory");
+    if (!(s->ids = malloc((size_t)p.n_ctx * sizeof *s->ids))) { free(s); return ak_fail(err, AK_ERR_NOMEM, "out of memory"); }
     s->m = m;
     s->p = p;
     ak_status st;
     bool cuda = p.backend == AK_BACKEND_CUDA || (p.backend == AK_BACKEND_AUTO && ak_backend_cuda_present());
     st = cuda ? ak_backend_cuda_create(&s->be, err) : ak_backend_cpu_create(p.n_threads, &s->be, err);
-    if (st) { free(s); return st; }
+    if (st) { free(s->ids); free(s); return st; }
     if (p.kv_type == AK_KV_AUTO) s->p.kv_type = p.kv_type = cuda ? AK_KV_F16 : AK_KV_F32;
     ak_build_opts od = {.prefill = false, .rows = 1, .max_seq = p.n_ctx, .kv_f16 = p.kv_type == AK_KV_F16,
                           .unfused = unfused};
@@ -89,6 +91,7 @@ void ak_session_free(ak_session *s) {
     }
     ak_table_free(&s->decode);
     ak_table_free(&s->prefill);
+    free(s->ids);
     free(s);
 }
 
@@ -99,6 +102,8 @@ ak_kv_type ak_session_kv_type(const ak_session *s) { return s->p.kv_type; }
 bool ak_cuda_available(void) { return ak_backend_cuda_present(); }
 int ak_session_pos(const ak_session *s) { return s->pos; }
 int ak_session_n_ctx(const ak_session *s) { return s->p.n_ctx; }
+const int32_t *ak_session_tokens(const ak_session *s) { return s->ids; }
+const ak_model *ak_session_model(const ak_session *s) { return s->m; }
 void ak_session_reset(ak_session *s) { s->pos = 0; }
 
 ak_status ak_session_rewind(ak_session *s, int pos, ak_err *err) {
@@ -143,6 +148,7 @@ ak_status ak_prefill(ak_session *s, const int32_t *ids, int n, int32_t *next, fl
         else if (logits && done + c == n)
             st = be->buf_read(be, s->bufs[AK_BUF_LOGITS], 0, logits, V * 4, err);
         if (st) return st;
+        memcpy(s->ids + s->pos, ids + done, (size_t)c * sizeof *ids);
         s->pos += c;
         done += c;
     }
@@ -158,7 +164,7 @@ ak_status ak_decode(ak_session *s, int32_t token, int32_t *next, float *logits, 
     ak_run r = {.pos = s->pos, .n = 1, .steps = 1};
     if ((st = be->run(be, s->enc_decode, &r, err))) return st;
     if (logits && (st = be->buf_read(be, s->bufs[AK_BUF_LOGITS], 0, logits, (size_t)s->m->cfg.vocab * 4, err))) return st;
-    s->pos++;
+    s->ids[s->pos++] = token;
     return be->buf_read(be, s->bufs[AK_BUF_TOKENS], 4 * (size_t)s->pos, next, 4, err);
 }
 
@@ -174,6 +180,11 @@ ak_status ak_chain_decode(ak_session *s, int32_t token, int n, const int32_t *st
     ak_run r = {.pos = s->pos, .n = 1, .steps = n, .stop = stop, .n_stop = stop ? n_stop : 0};
     if ((st = be->run(be, s->enc_decode, &r, err))) return st;
     if ((st = be->buf_read(be, s->bufs[AK_BUF_TOKENS], 4 * (size_t)(s->pos + 1), out, 4 * (size_t)r.steps_done, err))) return st;
+    /* the chain fed token, then every id it made but the last */
+    if (r.steps_done > 0) {
+        s->ids[s->pos] = token;
+        memcpy(s->ids + s->pos + 1, out, (size_t)(r.steps_done - 1) * sizeof *out);
+    }
     s->pos += r.steps_done;
     *n_out = r.steps_done;
     return AK_OK;
@@ -223,4 +234,9 @@ ak_status ak_embed_batch(ak_session *s, const int32_t *const *ids, const int *le
         if (st) return st;
     }
     return AK_OK;
+}
+
+void ak_set_debug(const ak_debug *d) {
+    ak_log_set(d ? d->log : NULL, d ? d->log_user : NULL);
+    ak_backend_set_debug(d);
 }

@@ -1,8 +1,9 @@
 /* Chat templates: family detection from the template text and one hand-written
  * formatter per family, matching the Jinja templates byte for byte on plain
- * system/user/assistant conversations (tests/data/chat_refs, tools/gen_chat_refs.py). */
+ * system/user/assistant/tool conversations (tests/data/chat_refs, tools/gen_chat_refs.py). */
 #include "model/chat.h"
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include "core/err.h"
 
@@ -70,6 +71,7 @@ ak_status ak_chat_detect(const char *s, size_t n, ak_chat_template *out, ak_err 
     *out = ak_chat_template_chatml();
     if (has(s, n, "<|im_start|>")) {
         /* Qwen3 finds the last real user query to decide where <think> blocks stay. */
+        out->tool_response = has(s, n, "<tool_response>");
         if (has(s, n, "last_query_index") && has(s, n, "</think>")) {
             out->family = AK_CHAT_QWEN3;
             return AK_OK;
@@ -190,7 +192,7 @@ static bool is(const char *role, const char *name) { return strcmp(role, name) =
 
 /* The alternation test the Gemma, Llama 2 and Mistral templates run on message i of
  * the loop: (role == 'user') != (i % 2 == 0) raises. */
-static bool alternates(const ak_chat_msg *m, int n) {
+static bool alternates(const ak_chat_message *m, int n) {
     for (int i = 0; i < n; i++)
         if (is(m[i].role, "user") != (i % 2 == 0)) return false;
     return true;
@@ -204,17 +206,30 @@ static void chatml_turn(writer *w, const char *role, span content) {
     puts_(w, "<|im_end|>\n");
 }
 
-static ak_status render_chatml(writer *w, const ak_chat_template *t, const ak_chat_msg *m, int n,
+/* Qwen 2.5 / 3: consecutive tool results share one user turn, one <tool_response> each. */
+static void tool_response(writer *w, const ak_chat_message *m, int n, int i) {
+    if (i == 0 || !is(m[i - 1].role, "tool")) puts_(w, "<|im_start|>user");
+    puts_(w, "\n<tool_response>\n");
+    puts_(w, m[i].content);
+    puts_(w, "\n</tool_response>");
+    if (i == n - 1 || !is(m[i + 1].role, "tool")) puts_(w, "<|im_end|>\n");
+}
+
+static ak_status render_chatml(writer *w, const ak_chat_template *t, const ak_chat_message *m, int n,
                                const ak_chat_opts *o) {
     if (t->default_system[0] && !is(m[0].role, "system")) chatml_turn(w, "system", whole(t->default_system));
-    for (int i = 0; i < n; i++) chatml_turn(w, m[i].role, whole(m[i].content));
+    for (int i = 0; i < n; i++) {
+        if (t->tool_response && is(m[i].role, "tool")) tool_response(w, m, n, i);
+        else chatml_turn(w, m[i].role, whole(m[i].content));
+    }
     if (o->add_generation_prompt) puts_(w, "<|im_start|>assistant\n");
     return AK_OK;
 }
 
 /* Qwen3: assistant turns keep their <think> block only after the last user query; the
  * final assistant turn there always gets one (empty if it had none). */
-static ak_status render_qwen3(writer *w, const ak_chat_msg *m, int n, const ak_chat_opts *o) {
+static ak_status render_qwen3(writer *w, const ak_chat_template *t, const ak_chat_message *m, int n,
+                              const ak_chat_opts *o) {
     int last_query = n - 1;
     for (int i = n - 1; i >= 0; i--) {
         span c = whole(m[i].content);
@@ -224,6 +239,10 @@ static ak_status render_qwen3(writer *w, const ak_chat_msg *m, int n, const ak_c
         if (is(m[i].role, "user") && !tool) { last_query = i; break; }
     }
     for (int i = 0; i < n; i++) {
+        if (t->tool_response && is(m[i].role, "tool")) {
+            tool_response(w, m, n, i);
+            continue;
+        }
         if (!is(m[i].role, "assistant")) {
             chatml_turn(w, m[i].role, whole(m[i].content));
             continue;
@@ -263,6 +282,22 @@ static ak_status render_qwen3(writer *w, const ak_chat_msg *m, int n, const ak_c
     return AK_OK;
 }
 
+/* Python's json.dumps(s, ensure_ascii=False): quotes, backslashes and control
+ * characters escaped, everything else as it is. */
+static void put_json_string(writer *w, const char *s) {
+    puts_(w, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        const char *e = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r" :
+                        c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
+        char u[8];
+        if (!e && c < 0x20) snprintf(u, sizeof u, "\\u%04x", c), e = u;
+        if (e) puts_(w, e);
+        else put(w, s, 1);
+    }
+    puts_(w, "\"");
+}
+
 static void llama3_turn(writer *w, const char *role, span content) {
     puts_(w, "<|start_header_id|>");
     puts_(w, role);
@@ -273,7 +308,7 @@ static void llama3_turn(writer *w, const char *role, span content) {
 
 /* Llama 3.0 puts BOS before the first turn; 3.1+ always opens with a system turn that
  * carries the knowledge cutoff and today's date before the (trimmed) system text. */
-static ak_status render_llama3(writer *w, const ak_chat_template *t, const ak_chat_msg *m, int n,
+static ak_status render_llama3(writer *w, const ak_chat_template *t, const ak_chat_message *m, int n,
                                const ak_chat_opts *o) {
     puts_(w, o->bos);
     if (t->llama3_date) {
@@ -285,14 +320,23 @@ static ak_status render_llama3(writer *w, const ak_chat_template *t, const ak_ch
         put_span(w, sys);
         puts_(w, "<|eot_id|>");
     }
-    for (int i = 0; i < n; i++) llama3_turn(w, m[i].role, whole(m[i].content));
+    for (int i = 0; i < n; i++) {
+        if (t->llama3_date && (is(m[i].role, "tool") || is(m[i].role, "ipython"))) {
+            /* a string is "iterable" to the template, so it goes through tojson */
+            puts_(w, "<|start_header_id|>ipython<|end_header_id|>\n\n");
+            put_json_string(w, m[i].content);
+            puts_(w, "<|eot_id|>");
+        } else {
+            llama3_turn(w, m[i].role, whole(m[i].content));
+        }
+    }
     if (o->add_generation_prompt) puts_(w, "<|start_header_id|>assistant<|end_header_id|>\n\n");
     return AK_OK;
 }
 
 /* Gemma 3 prefixes a system message (+ "\n\n") to the first turn. Gemma 1/2 templates
  * reject a system message; we render it the Gemma 3 way instead. */
-static ak_status render_gemma(writer *w, const ak_chat_msg *m, int n, const ak_chat_opts *o, ak_err *err) {
+static ak_status render_gemma(writer *w, const ak_chat_message *m, int n, const ak_chat_opts *o, ak_err *err) {
     const char *prefix = NULL;
     if (is(m[0].role, "system")) prefix = m[0].content, m++, n--;
     if (!alternates(m, n)) return ak_fail(err, AK_ERR_ARG, "chat: Gemma needs user/assistant turns to alternate");
@@ -311,7 +355,7 @@ static ak_status render_gemma(writer *w, const ak_chat_msg *m, int n, const ak_c
 
 /* Llama 2 chat: the system text joins the first user turn inside <<SYS>>; every user
  * turn opens with BOS; the generation prompt is implicit (text ends with [/INST]). */
-static ak_status render_llama2(writer *w, const ak_chat_msg *m, int n, const ak_chat_opts *o, ak_err *err) {
+static ak_status render_llama2(writer *w, const ak_chat_message *m, int n, const ak_chat_opts *o, ak_err *err) {
     const char *sys = NULL;
     if (is(m[0].role, "system")) sys = m[0].content, m++, n--;
     if (!alternates(m, n)) return ak_fail(err, AK_ERR_ARG, "chat: Llama 2 needs user/assistant turns to alternate");
@@ -345,7 +389,7 @@ static ak_status render_llama2(writer *w, const ak_chat_msg *m, int n, const ak_
     return AK_OK;
 }
 
-static ak_status render_mistral(writer *w, const ak_chat_msg *m, int n, const ak_chat_opts *o, ak_err *err) {
+static ak_status render_mistral(writer *w, const ak_chat_message *m, int n, const ak_chat_opts *o, ak_err *err) {
     if (!alternates(m, n))
         return ak_fail(err, AK_ERR_ARG, "chat: Mistral needs user/assistant turns to alternate (no system role)");
     puts_(w, o->bos);
@@ -366,7 +410,7 @@ static ak_status render_mistral(writer *w, const ak_chat_msg *m, int n, const ak
 
 /* Mistral Nemo: the system text goes into the last turn, and only when that turn is the
  * user's (a conversation ending with the assistant loses it, as in the template). */
-static ak_status render_nemo(writer *w, const ak_chat_msg *m, int n, const ak_chat_opts *o, ak_err *err) {
+static ak_status render_nemo(writer *w, const ak_chat_message *m, int n, const ak_chat_opts *o, ak_err *err) {
     const char *sys = NULL;
     if (is(m[0].role, "system")) sys = m[0].content, m++, n--;
     if (!alternates(m, n))
@@ -388,7 +432,7 @@ static ak_status render_nemo(writer *w, const ak_chat_msg *m, int n, const ak_ch
     return AK_OK;
 }
 
-ak_status ak_chat_render(const ak_chat_template *t, const ak_chat_msg *msgs, int n, const ak_chat_opts *opts,
+ak_status ak_chat_template_render(const ak_chat_template *t, const ak_chat_message *msgs, int n, const ak_chat_opts *opts,
                          char *buf, size_t cap, size_t *n_out, ak_err *err) {
     if (!t || !n_out || (!buf && cap)) return ak_fail(err, AK_ERR_ARG, "chat render: NULL argument");
     if (!msgs || n <= 0) return ak_fail(err, AK_ERR_ARG, "chat render: no messages");
@@ -402,7 +446,7 @@ ak_status ak_chat_render(const ak_chat_template *t, const ak_chat_msg *msgs, int
     ak_status st;
     switch (t->family) {
     case AK_CHAT_CHATML: st = render_chatml(&w, t, msgs, n, &o); break;
-    case AK_CHAT_QWEN3: st = render_qwen3(&w, msgs, n, &o); break;
+    case AK_CHAT_QWEN3: st = render_qwen3(&w, t, msgs, n, &o); break;
     case AK_CHAT_LLAMA3: st = render_llama3(&w, t, msgs, n, &o); break;
     case AK_CHAT_GEMMA: st = render_gemma(&w, msgs, n, &o, err); break;
     case AK_CHAT_LLAMA2: st = render_llama2(&w, msgs, n, &o, err); break;

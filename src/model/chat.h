@@ -7,8 +7,6 @@
 #include <stddef.h>
 #include "akunu.h"
 
-typedef struct { const char *role, *content; } ak_chat_msg;
-
 typedef enum {
     AK_CHAT_CHATML,       /* <|im_start|>role\n...<|im_end|>\n: SmolLM2, Qwen2/2.5, Hermes... */
     AK_CHAT_QWEN3,        /* ChatML plus Qwen3's <think> handling of assistant turns */
@@ -22,7 +20,10 @@ typedef enum {
 
 typedef struct {
     ak_chat_family family;
-    bool llama3_date;          /* Llama 3.1+: a system header with knowledge cutoff and date */
+    bool llama3_date;          /* Llama 3.1+: a system header with knowledge cutoff and date, and
+                                  tool results as ipython turns holding a JSON string */
+    bool tool_response;        /* Qwen 2.5 / 3: a run of tool messages becomes one user turn of
+                                  <tool_response> blocks */
     char default_system[1024]; /* ChatML: system text the template inserts when the
                                   conversation has none; "" when it inserts none */
 } ak_chat_template;
@@ -50,9 +51,9 @@ ak_status ak_chat_detect(const char *tmpl, size_t len, ak_chat_template *out, ak
  * AK_ERR_ARG: cap too small (buf then holds nothing useful), no messages, or a
  * conversation the template rejects (roles that do not alternate user/assistant,
  * a system message where the family has none). The text contains the BOS text where
- * the template puts it: tokenize it without adding another BOS. Tool messages and
- * tool calls are not supported. */
-ak_status ak_chat_render(const ak_chat_template *t, const ak_chat_msg *msgs, int n, const ak_chat_opts *o,
+ * the template puts it: tokenize it without adding another BOS. Role "tool" carries a
+ * tool's result; tool calls and tool definitions are not rendered. */
+ak_status ak_chat_template_render(const ak_chat_template *t, const ak_chat_message *msgs, int n, const ak_chat_opts *o,
                          char *buf, size_t cap, size_t *n_out, ak_err *err);
 
 #endif

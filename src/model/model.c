@@ -89,6 +89,7 @@ ak_status ak_model_check_vectors(ak_model *m, ak_err *err) {
 
 void ak_model_free(ak_model *m) {
     if (!m) return;
+    ak_model_free_text(m);
     free(m->aux);
     free(m->layers);
     free(m->tensors);
@@ -101,7 +102,6 @@ int ak_model_vocab(const ak_model *m) { return m->cfg.vocab; }
 int ak_model_dim(const ak_model *m) { return m->cfg.dim; }
 bool ak_model_is_encoder(const ak_model *m) { return m->arch->encoder; }
 int ak_model_n_ctx_train(const ak_model *m) { return m->cfg.n_ctx_train; }
-int ak_model_eos(const ak_model *m) { return m->eos; }
 const char *ak_model_arch_name(const ak_model *m) { return m->arch_name; }
 
 /* Every tensor once, except the embedding tables, of which a token reads one row each;

@@ -1,11 +1,14 @@
-/* A loaded model: config, architecture descriptor and weights that point into the
- * mapped file. Knows nothing of kernels or backends. */
+/* A loaded model: config, architecture descriptor, weights that point into the mapped
+ * file, and the text side read with it (tokenizer, chat template). Knows nothing of
+ * kernels or backends. */
 #ifndef AK_MODEL_H
 #define AK_MODEL_H
 #include "akunu.h"
 #include "core/dtype.h"
 #include "format/gguf.h"
 #include "model/arch.h"
+#include "model/chat.h"
+#include "model/tokenizer.h"
 
 typedef struct {
     ak_dtype dtype;
@@ -43,10 +46,23 @@ struct ak_model {
     size_t weights_size;
     float *aux;            /* small float constants the kernels read (RoPE tables, fused biases) */
     size_t aux_size;       /* bytes */
-    int bos, eos;
+    int32_t bos, eos;      /* from the metadata; the tokenizer's where there is one */
+    ak_tokenizer *tok;     /* NULL: the file has none (a Hugging Face directory) */
+    char *chat_text;       /* tokenizer.chat_template, NUL-terminated; NULL if absent */
+    bool chat_ok;          /* chat holds a family we render */
+    ak_chat_template chat;
+    char *bos_text, *eos_text; /* the BOS / EOS token texts templates insert */
+    char tok_why[512];     /* why there is no tokenizer, when the file names one we lack */
+    char chat_why[512];    /* why chat is not ok, when the file has a template */
 };
 
 /* Builds a model from an open GGUF, taking ownership of it (closed on failure too). */
 ak_status ak_model_from_gguf(ak_gguf *g, ak_model **out, ak_err *err);
+/* The tokenizer and chat template of the GGUF (none from a Hugging Face directory). */
+ak_status ak_model_load_text(ak_model *m, ak_err *err);
+void ak_model_free_text(ak_model *m);
+/* The end-of-generation ids (the tokenizer's, else the metadata's EOS): *ids stays
+ * valid while the model lives. */
+int ak_model_eog_ids(const ak_model *m, const int32_t **ids);
 
 #endif

@@ -267,6 +267,7 @@ ak_status ak_model_from_gguf(ak_gguf *g, ak_model **out, ak_err *err) {
     int64_t v;
     m->bos = ak_gguf_get_i64(g, "tokenizer.ggml.bos_token_id", &v) && v >= 0 && v < m->cfg.vocab ? (int)v : -1;
     m->eos = ak_gguf_get_i64(g, "tokenizer.ggml.eos_token_id", &v) && v >= 0 && v < m->cfg.vocab ? (int)v : -1;
+    if ((st = ak_model_load_text(m, err))) goto fail;
     *out = m;
     return AK_OK;
 fail:

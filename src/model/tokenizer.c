@@ -102,6 +102,13 @@ static void mark_eog(ak_tokenizer *t) {
     int32_t ids[3] = {t->eos, t->eot, t->eom};
     for (int k = 0; k < 3; k++)
         if (ids[k] >= 0) t->flags[ids[k]] |= AK_TF_EOG;
+    /* the list chain decode stops on: at most the 9 names and 3 ids above */
+    for (size_t k = 0; k < sizeof names / sizeof names[0] + 3; k++) {
+        int32_t id = k < 3 ? ids[k] : ak_tok_lookup(t, names[k - 3], strlen(names[k - 3]));
+        bool dup = false;
+        for (int j = 0; j < t->n_eog; j++) dup |= t->eog[j] == id;
+        if (id >= 0 && (t->flags[id] & AK_TF_EOG) && !dup) t->eog[t->n_eog++] = id;
+    }
 }
 
 static ak_status load_merges(ak_tokenizer *t, const ak_gguf *g, ak_err *err) {
@@ -191,6 +198,7 @@ static ak_status load_vocab(ak_tokenizer *t, const ak_gguf *g, ak_err *err) {
     for (int32_t i = 0; i < n; i++) {
         t->piece_off[i] = (uint32_t)o;
         t->piece_len[i] = make_piece(t, i, t->arena + o);
+        if (t->piece_len[i] > t->max_piece) t->max_piece = t->piece_len[i];
         o += t->piece_len[i];
         if (t->types[i] == AK_TT_CONTROL || t->types[i] == AK_TT_UNKNOWN) t->flags[i] |= AK_TF_SKIP;
     }
@@ -299,7 +307,7 @@ static int32_t match_special(const ak_tokenizer *t, const char *s, size_t len, b
     return -1;
 }
 
-ak_status ak_tokenize(const ak_tokenizer *t, const char *text, size_t len, bool add_special, bool parse_special,
+ak_status ak_tokenizer_encode(const ak_tokenizer *t, const char *text, size_t len, bool add_special, bool parse_special,
                       int32_t *ids, int cap, int *n_out, ak_err *err) {
     ak_tokout o = {ids, cap < 0 ? 0 : cap, 0};
     *n_out = 0;
@@ -335,6 +343,13 @@ bool ak_tokenizer_add_bos(const ak_tokenizer *t) { return t->add_bos && t->bos >
 
 bool ak_tokenizer_is_eog(const ak_tokenizer *t, int32_t id) {
     return id >= 0 && id < t->n_vocab && (t->flags[id] & AK_TF_EOG);
+}
+
+size_t ak_tokenizer_max_piece(const ak_tokenizer *t) { return t->max_piece; }
+
+int ak_tokenizer_eog_ids(const ak_tokenizer *t, const int32_t **ids) {
+    *ids = t->eog;
+    return t->n_eog;
 }
 
 bool ak_tokenizer_is_special(const ak_tokenizer *t, int32_t id) {
@@ -380,7 +395,7 @@ static bool piece_of(const ak_tokenizer *t, int32_t id, bool special, const char
     return true;
 }
 
-int ak_token_piece(const ak_tokenizer *t, int32_t id, bool special, char *buf, int cap) {
+int ak_tokenizer_piece(const ak_tokenizer *t, int32_t id, bool special, char *buf, int cap) {
     const char *p;
     uint32_t n;
     if (!piece_of(t, id, special, &p, &n)) return -1;
@@ -388,7 +403,7 @@ int ak_token_piece(const ak_tokenizer *t, int32_t id, bool special, char *buf, i
     return (int)n;
 }
 
-long ak_detokenize(const ak_tokenizer *t, const int32_t *ids, int n, bool special, char *buf, size_t cap) {
+long ak_tokenizer_decode(const ak_tokenizer *t, const int32_t *ids, int n, bool special, char *buf, size_t cap) {
     size_t o = 0;
     bool first = t->model == AK_TOK_SPM && t->add_space_prefix;
     for (int i = 0; i < n; i++) {

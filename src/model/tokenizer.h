@@ -19,17 +19,17 @@ void ak_tokenizer_free(ak_tokenizer *t);
  * parse_special: text spelling a control or unknown token becomes that token
  * (user-defined tokens are always recognised). Writes up to cap ids; *n_out is the
  * number the text needs; fails with AK_ERR_ARG when that exceeds cap. */
-ak_status ak_tokenize(const ak_tokenizer *t, const char *text, size_t len, bool add_special,
+ak_status ak_tokenizer_encode(const ak_tokenizer *t, const char *text, size_t len, bool add_special,
                       bool parse_special, int32_t *ids, int cap, int *n_out, ak_err *err);
 
 /* The bytes token id stands for (control tokens give "" unless special). Returns the
  * byte count; writes only when it fits in cap (call again with a bigger buffer); -1
  * for an id out of range. */
-int ak_token_piece(const ak_tokenizer *t, int32_t id, bool special, char *buf, int cap);
+int ak_tokenizer_piece(const ak_tokenizer *t, int32_t id, bool special, char *buf, int cap);
 /* Concatenated pieces of a whole sequence, dropping the space that the SentencePiece
  * add-space-prefix rule put before the first word. Returns the byte count (written
  * only when <= cap), or -1 for an id out of range. */
-long ak_detokenize(const ak_tokenizer *t, const int32_t *ids, int n, bool special, char *buf, size_t cap);
+long ak_tokenizer_decode(const ak_tokenizer *t, const int32_t *ids, int n, bool special, char *buf, size_t cap);
 
 int32_t ak_tokenizer_n_vocab(const ak_tokenizer *t);
 int32_t ak_tokenizer_bos(const ak_tokenizer *t); /* -1 if none */
@@ -38,6 +38,10 @@ int32_t ak_tokenizer_eot(const ak_tokenizer *t); /* -1 if none */
 bool ak_tokenizer_add_bos(const ak_tokenizer *t);
 /* End of generation: eos, eot, eom and control tokens such as <|im_end|>, <end_of_turn>. */
 bool ak_tokenizer_is_eog(const ak_tokenizer *t, int32_t id);
+/* The longest piece any token decodes to, in bytes. */
+size_t ak_tokenizer_max_piece(const ak_tokenizer *t);
+/* Every end-of-generation id (at most 16), for chain decode's on-device stop check. */
+int ak_tokenizer_eog_ids(const ak_tokenizer *t, const int32_t **ids);
 /* Control (3), user-defined (4) and unknown (2) tokens: the ones special text can name. */
 bool ak_tokenizer_is_special(const ak_tokenizer *t, int32_t id);
 /* Exact vocabulary lookup of a token's stored text (e.g. "<|im_start|>"); -1 if absent. */

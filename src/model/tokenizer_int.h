@@ -1,4 +1,4 @@
-/* The tokenizer algorithms behind ak_tokenize: SentencePiece (tokenizer_spm.c),
+/* The tokenizer algorithms behind ak_tokenizer_encode: SentencePiece (tokenizer_spm.c),
  * byte-level BPE with its pre-tokenizers (tokenizer_bpe.c), WordPiece (tokenizer_wpm.c).
  * They read only the vocabulary (vocab.h). */
 #ifndef AK_TOKENIZER_INT_H

@@ -38,6 +38,9 @@ struct ak_tokenizer {
     int32_t *special;          /* special ids grouped by first byte, longest first */
     uint32_t special_at[257];  /* start of each first-byte group in special */
     int32_t bos, eos, eot, eom, unk;
+    uint32_t max_piece;        /* the longest decoded piece, bytes */
+    int32_t eog[16];           /* every end-of-generation id, found once at load */
+    int n_eog;
     bool add_bos, add_eos, add_space_prefix, ignore_merges, lowercase;
     char pre_name[32];
 };

@@ -1,6 +1,7 @@
 /* Sampler: greedy and top-k=1 are argmax; temperature, top-k, top-p and min-p draw from
  * the distribution they promise (chi-square over many seeded draws on a small vocab);
- * seeds reproduce; repetition penalty as llama.cpp; stop strings and stream holdback. */
+ * seeds reproduce; repetition penalty as llama.cpp, presence and frequency penalties as
+ * OpenAI defines them; stop strings and stream holdback. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,7 @@
 #define V 8
 #define DRAWS 40000
 
-static ak_sampler *make(ak_sampler_params p, int vocab) {
+static ak_sampler *make(ak_sampling_params p, int vocab) {
     ak_sampler *s = NULL;
     ak_err err;
     ak_status st = ak_sampler_create(&p, vocab, &s, &err);
@@ -18,9 +19,9 @@ static ak_sampler *make(ak_sampler_params p, int vocab) {
     return s;
 }
 
-static ak_sampler_params plain(float temp, uint64_t seed) {
-    return (ak_sampler_params){.temp = temp, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .repeat_penalty = 1.0f,
-                               .repeat_last_n = 0, .seed = seed};
+static ak_sampling_params plain(float temp, uint64_t seed) {
+    return (ak_sampling_params){.temperature = temp, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .repeat_penalty = 1.0f,
+                               .penalty_last_n = 0, .seed = seed};
 }
 
 static const float base_logits[V] = {2.0f, 1.0f, 0.5f, 3.0f, -1.0f, 0.0f, 2.5f, -2.0f};
@@ -64,7 +65,7 @@ static void test_greedy(void) {
         for (int i = 1; i < 1000; i++)
             if (l[i] > l[best]) best = i;
         ak_sampler *g = make(plain(0, 1), 1000);
-        ak_sampler_params k1 = plain(1.0f, 1);
+        ak_sampling_params k1 = plain(1.0f, 1);
         k1.top_k = 1;
         ak_sampler *k = make(k1, 1000);
         CHECK(ak_sampler_sample(g, l) == best, "greedy = argmax");
@@ -93,7 +94,7 @@ static void test_distributions(void) {
         ak_sampler_free(s);
     }
     /* top-k 3: tokens 3 (3.0), 6 (2.5), 0 (2.0), at temperature 0.7 */
-    ak_sampler_params p = plain(0.7f, 11);
+    ak_sampling_params p = plain(0.7f, 11);
     p.top_k = 3;
     ak_sampler *s = make(p, V);
     int k3[V] = {1, 0, 0, 1, 0, 0, 1, 0};
@@ -146,11 +147,11 @@ static void test_seeds(void) {
     float base[512], l[512];
     for (int i = 0; i < 512; i++) base[i] = ak_rand_f(&rs) * 3;
     int32_t a[64], b[64], c[64];
-    ak_sampler_params p = ak_sampler_default_params();
+    ak_sampling_params p = ak_sampling_default_params();
     p.top_k = 0;
     p.top_p = 1;
     p.min_p = 0;
-    p.temp = 1.0f;
+    p.temperature = 1.0f;
     p.seed = 42;
     ak_sampler *s1 = make(p, 512), *s2 = make(p, 512);
     p.seed = 43;
@@ -176,9 +177,9 @@ static void test_seeds(void) {
 }
 
 static void test_penalty(void) {
-    ak_sampler_params p = plain(0, 0);
+    ak_sampling_params p = plain(0, 0);
     p.repeat_penalty = 2.0f;
-    p.repeat_last_n = 3;
+    p.penalty_last_n = 3;
     ak_sampler *s = make(p, 6);
     float l[6] = {4, 3.5f, -1, 2, 0.5f, -3};
     /* token 0 twice (penalised once), token 2 negative: 4 -> 2, -1 -> -2 */
@@ -201,10 +202,55 @@ static void test_penalty(void) {
     /* invalid parameters */
     ak_sampler *bad = NULL;
     ak_err err;
-    p.repeat_penalty = 0;
-    CHECK(ak_sampler_create(&p, 6, &bad, &err) == AK_ERR_ARG && !bad, "penalty 0 rejected");
+    p.repeat_penalty = -1;
+    CHECK(ak_sampler_create(&p, 6, &bad, &err) == AK_ERR_ARG && !bad, "negative penalty rejected");
     p.repeat_penalty = 1;
+    p.frequency_penalty = NAN;
+    CHECK(ak_sampler_create(&p, 6, &bad, &err) == AK_ERR_ARG && !bad, "NaN frequency penalty rejected");
+    p.frequency_penalty = 0;
     CHECK(ak_sampler_create(&p, 0, &bad, &err) == AK_ERR_ARG, "vocab 0 rejected");
+    /* a zeroed struct: greedy, every penalty off */
+    ak_sampling_params z = {0};
+    s = make(z, 6);
+    float q[6] = {4, 3.5f, -1, 2, 0.5f, -3};
+    ak_sampler_accept(s, 0);
+    CHECK(ak_sampler_sample(s, q) == 0 && q[0] == 4.0f, "zeroed parameters: greedy, no penalty");
+    ak_sampler_free(s);
+}
+
+/* OpenAI's presence and frequency penalties over the window, after the repetition
+ * penalty: l - count * frequency - presence, once per distinct token. */
+static void test_presence_frequency(void) {
+    ak_sampling_params p = plain(0, 0);
+    p.presence_penalty = 0.5f;
+    p.frequency_penalty = 0.25f;
+    p.penalty_last_n = 3;
+    ak_sampler *s = make(p, 6);
+    ak_sampler_accept(s, 0);
+    ak_sampler_accept(s, 2);
+    ak_sampler_accept(s, 0);
+    float l[6] = {4, 3.5f, -1, 2, 0.5f, -3};
+    CHECK(ak_sampler_sample(s, l) == 1, "penalties move greedy from 0 to 1");
+    CHECK(l[0] == 3.0f && l[2] == -1.75f && l[1] == 3.5f && l[5] == -3.0f, "presence/frequency: %g %g %g %g", l[0],
+          l[2], l[1], l[5]);
+    ak_sampler_free(s);
+    p.repeat_penalty = 2.0f;
+    s = make(p, 6);
+    ak_sampler_accept(s, 0);
+    ak_sampler_accept(s, 0);
+    float m[6] = {4, 3.5f, -1, 2, 0.5f, -3};
+    ak_sampler_sample(s, m);
+    CHECK(m[0] == 1.0f, "repetition then presence and frequency: 4 / 2 - 2 * 0.25 - 0.5 = 1, got %g", m[0]);
+    /* negative penalties encourage repeats */
+    ak_sampler_free(s);
+    p.repeat_penalty = 1;
+    p.presence_penalty = -2;
+    p.frequency_penalty = 0;
+    s = make(p, 6);
+    ak_sampler_accept(s, 3);
+    float r[6] = {4, 3.5f, -1, 2, 0.5f, -3};
+    CHECK(ak_sampler_sample(s, r) == 0 && r[3] == 4.0f, "negative presence: %g", r[3]);
+    ak_sampler_free(s);
 }
 
 static void stop_case(const char *text, const char *const *stops, int n, bool found, size_t cut, size_t hold) {
@@ -239,6 +285,7 @@ int main(void) {
     test_distributions();
     test_seeds();
     test_penalty();
+    test_presence_frequency();
     test_stop();
     return ak_test_done();
 }

@@ -14,7 +14,7 @@
 typedef struct {
     char name[64];
     int n;
-    ak_chat_msg msg[MAX_MSG];
+    ak_chat_message msg[MAX_MSG];
 } conv;
 
 static char data_dir[4096];
@@ -60,7 +60,7 @@ static int parse_convs(char *text, conv *cv) {
             snprintf(cv[nc].name, sizeof cv[nc].name, "%s", sp + 1);
             cv[nc].n = 0;
         } else if (nc >= 0 && cv[nc].n < MAX_MSG) {
-            cv[nc].msg[cv[nc].n++] = (ak_chat_msg){line, unescape(sp + 1)};
+            cv[nc].msg[cv[nc].n++] = (ak_chat_message){line, unescape(sp + 1)};
         }
     }
     return nc + 1;
@@ -68,11 +68,11 @@ static int parse_convs(char *text, conv *cv) {
 
 static char *render(const ak_chat_template *t, const conv *c, const ak_chat_opts *o, ak_status *st, ak_err *err) {
     size_t need = 0;
-    *st = ak_chat_render(t, c->msg, c->n, o, NULL, 0, &need, err);
+    *st = ak_chat_template_render(t, c->msg, c->n, o, NULL, 0, &need, err);
     if (*st != AK_OK) return NULL;
     char *buf = malloc(need + 1);
     size_t got = 0;
-    *st = ak_chat_render(t, c->msg, c->n, o, buf, need + 1, &got, err);
+    *st = ak_chat_template_render(t, c->msg, c->n, o, buf, need + 1, &got, err);
     CHECK(*st != AK_OK || (got == need && strlen(buf) == need), "%s: size query %zu, render %zu", c->name, need, got);
     return buf;
 }
@@ -185,34 +185,34 @@ static void test_unknown(void) {
 
 static void test_api(void) {
     ak_chat_template t = ak_chat_template_chatml();
-    ak_chat_msg m[2] = {{"user", "Hi"}, {"assistant", "Yo"}};
+    ak_chat_message m[2] = {{"user", "Hi"}, {"assistant", "Yo"}};
     ak_chat_opts o = {.add_generation_prompt = true};
     const char *want = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nYo<|im_end|>\n<|im_start|>assistant\n";
     char buf[256], small[8];
     size_t n = 0;
     ak_err err;
-    CHECK(ak_chat_render(&t, m, 2, &o, buf, sizeof buf, &n, &err) == AK_OK && !strcmp(buf, want) && n == strlen(want),
+    CHECK(ak_chat_template_render(&t, m, 2, &o, buf, sizeof buf, &n, &err) == AK_OK && !strcmp(buf, want) && n == strlen(want),
           "chatml fallback: %s", buf);
     n = 0;
-    CHECK(ak_chat_render(&t, m, 2, &o, small, sizeof small, &n, &err) == AK_ERR_ARG && n == strlen(want),
+    CHECK(ak_chat_template_render(&t, m, 2, &o, small, sizeof small, &n, &err) == AK_ERR_ARG && n == strlen(want),
           "small buffer: n = %zu", n);
-    CHECK(ak_chat_render(&t, m, 2, &o, buf, strlen(want), &n, &err) == AK_ERR_ARG, "no room for the NUL");
-    CHECK(ak_chat_render(&t, m, 0, &o, buf, sizeof buf, &n, &err) == AK_ERR_ARG, "no messages");
+    CHECK(ak_chat_template_render(&t, m, 2, &o, buf, strlen(want), &n, &err) == AK_ERR_ARG, "no room for the NUL");
+    CHECK(ak_chat_template_render(&t, m, 0, &o, buf, sizeof buf, &n, &err) == AK_ERR_ARG, "no messages");
     /* Llama 3.1+: the caller's date; Qwen3 with thinking disabled. */
     ak_chat_template l = {.family = AK_CHAT_LLAMA3, .llama3_date = true};
     ak_chat_opts lo = {.bos = "<|begin_of_text|>", .date = "01 Jan 2025"};
-    CHECK(ak_chat_render(&l, m, 1, &lo, buf, sizeof buf, &n, &err) == AK_OK && strstr(buf, "Today Date: 01 Jan 2025\n\n<|eot_id|>"),
+    CHECK(ak_chat_template_render(&l, m, 1, &lo, buf, sizeof buf, &n, &err) == AK_OK && strstr(buf, "Today Date: 01 Jan 2025\n\n<|eot_id|>"),
           "llama3 date: %s", buf);
     ak_chat_template q = {.family = AK_CHAT_QWEN3};
     ak_chat_opts qo = {.add_generation_prompt = true, .disable_thinking = true};
-    CHECK(ak_chat_render(&q, m, 1, &qo, buf, sizeof buf, &n, &err) == AK_OK &&
+    CHECK(ak_chat_template_render(&q, m, 1, &qo, buf, sizeof buf, &n, &err) == AK_OK &&
               !strcmp(buf, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"),
           "qwen3 no think: %s", buf);
     /* Python whitespace for trim: U+3000 and U+00A0 go, U+200B (not whitespace) stays. */
     ak_chat_template g = {.family = AK_CHAT_GEMMA};
-    ak_chat_msg u[1] = {{"user", "\xe3\x80\x80\xc2\xa0x\xe2\x80\x8b \xe3\x80\x80"}};
+    ak_chat_message u[1] = {{"user", "\xe3\x80\x80\xc2\xa0x\xe2\x80\x8b \xe3\x80\x80"}};
     ak_chat_opts go = {0};
-    CHECK(ak_chat_render(&g, u, 1, &go, buf, sizeof buf, &n, &err) == AK_OK &&
+    CHECK(ak_chat_template_render(&g, u, 1, &go, buf, sizeof buf, &n, &err) == AK_OK &&
               !strcmp(buf, "<start_of_turn>user\nx\xe2\x80\x8b<end_of_turn>\n"), "gemma trim: %s", buf);
 }
 

@@ -45,7 +45,7 @@ int main(int argc, char **argv) {
         if (id_end) *id_end = 0;
         int32_t *ids = malloc(512 * sizeof *ids), want[512];
         int got = 0, nw = 0;
-        CHECK(ak_tokenize(tok, line, strlen(line), true, false, ids, 512, &got, &err) == AK_OK, "%s", err.msg);
+        CHECK(ak_tokenizer_encode(tok, line, strlen(line), true, false, ids, 512, &got, &err) == AK_OK, "%s", err.msg);
         for (char *p = id_line; *p && nw < 512;) { want[nw++] = (int32_t)strtol(p, &p, 10); if (*p == ',') p++; }
         CHECK(got == nw && memcmp(ids, want, (size_t)nw * 4) == 0, "sentence %d: ids differ from the HF tokenizer ('%s')", n + 1, line);
         seqs[n] = ids;

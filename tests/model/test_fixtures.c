@@ -11,14 +11,14 @@
 /* One fixture model in one storage type. */
 static void one(const ak_fx *f, const char *name, const ak_fx_type *ty, ak_model *m, const float *ref) {
     size_t n = (size_t)f->n_prompt * ak_model_vocab(m);
-    /* Quantized weights take 8-bit activations by default; AKUNU_ACT_F32 keeps them
+    /* Quantized weights take 8-bit activations by default; cpu_act_f32 keeps them
      * float. Float: chunking, decode and the unfused table agree to 1e-5. 8-bit: an
      * activation code can round the other way when upstream sums differ by 1e-7,
      * which these tiny models amplify, so they agree to 2e-2 (measured: 1.8e-3 with
      * AVX-512, 1.3e-2 on the scalar path). Gross errors (a wrong chunk) are ~1. */
     bool quant = !strcmp(ty->type, "q8_0");
     for (int mode = 0; mode < (quant ? 2 : 1); mode++) {
-        if (mode) setenv("AKUNU_ACT_F32", "1", 1);
+        ak_test_debug(mode);
         double agree = quant && !mode ? 2e-2 : 1e-5;
         float *lg = ak_fx_logits(f, m, 0, false, false, AK_KV_F32);
         if (lg) {
@@ -37,7 +37,7 @@ static void one(const ak_fx *f, const char *name, const ak_fx_type *ty, ak_model
             }
             free(lg);
         }
-        unsetenv("AKUNU_ACT_F32");
+        ak_test_debug(0);
     }
     if (strcmp(ty->type, "q8_0") != 0) ak_fx_greedy(f, m, name, ty->type, AK_KV_F32);
     if (!strcmp(name, "llama") && !strcmp(ty->type, "f16")) ak_fx_kv_auto(f, m, AK_KV_F32);
@@ -56,6 +56,7 @@ static void one(const ak_fx *f, const char *name, const ak_fx_type *ty, ak_model
 
 int main(void) {
     ak_fx f;
+    ak_test_debug(0);
     if (ak_fx_open(&f, AK_BACKEND_CPU)) ak_fx_each(&f, one);
     ak_fx_close(&f);
     return ak_test_done();

@@ -106,6 +106,7 @@ static void run(const char *model, const char *type, double tol, const int32_t *
 }
 
 int main(void) {
+    ak_test_debug(0);
     int32_t ids[NTOK];
     size_t sz;
     char *js = ak_read_file(ak_fixture("manifest.json"), &sz);

@@ -123,7 +123,7 @@ static int compare_file(const ak_tokenizer *t, const char *name, const char *suf
         const char *s = whole ? g_whole : g_corpus.line[i];
         size_t len = whole ? g_whole_len : g_corpus.len[i];
         int nr = parse_ids(want.line[i], want.len[i], g_ref, 1 << 16), n = 0;
-        ak_status st = ak_tokenize(t, s, len, false, parse_special, g_ids, 1 << 16, &n, &err);
+        ak_status st = ak_tokenizer_encode(t, s, len, false, parse_special, g_ids, 1 << 16, &n, &err);
         CHECK(st == AK_OK, "%s line %d: %s", rel, i + 1, err.msg);
         total += nr;
         bool ok = n == nr;
@@ -152,11 +152,11 @@ static void test_roundtrip(const ak_tokenizer *t, const char *name, bool parse_s
     int bad = 0, bad_stream = 0;
     for (int i = 0; i < g_corpus.n; i++) {
         int n = 0;
-        if (ak_tokenize(t, g_corpus.line[i], g_corpus.len[i], false, parse_special, g_ids, 1 << 16, &n, &err)) {
+        if (ak_tokenizer_encode(t, g_corpus.line[i], g_corpus.len[i], false, parse_special, g_ids, 1 << 16, &n, &err)) {
             CHECK(0, "%s: %s", name, err.msg);
             continue;
         }
-        long m = ak_detokenize(t, g_ids, n, parse_special, buf, sizeof buf);
+        long m = ak_tokenizer_decode(t, g_ids, n, parse_special, buf, sizeof buf);
         if (m != (long)g_corpus.len[i] || memcmp(buf, g_corpus.line[i], (size_t)m) != 0) {
             if (bad++ < 3) fprintf(stderr, "  %s round trip line %d: got '%.*s'\n", name, i + 1, (int)m, buf);
         }
@@ -169,7 +169,7 @@ static void test_roundtrip(const ak_tokenizer *t, const char *name, bool parse_s
             int w = ak_detok_push(&d, t, g_ids[k], stream + o, (int)(sizeof stream - o));
             ok = ok && w >= 0 && utf8_valid(stream + o, (size_t)w);
             if (w > 0) o += (size_t)w;
-            p += (size_t)ak_token_piece(t, g_ids[k], parse_special, buf + p, (int)(sizeof buf - p));
+            p += (size_t)ak_tokenizer_piece(t, g_ids[k], parse_special, buf + p, (int)(sizeof buf - p));
         }
         int w = ak_detok_flush(&d, stream + o, 16);
         ok = ok && w == 0 && o == p && memcmp(stream, buf, o) == 0;
@@ -199,13 +199,13 @@ static void test_invalid_utf8(const ak_tokenizer *t, const char *name, bool all_
     for (size_t c = all_bytes ? 0 : 2; c < sizeof cases / sizeof cases[0]; c++) {
         size_t len = strlen(cases[c].in);
         int n = 0;
-        ak_status st = ak_tokenize(t, cases[c].in, len, false, false, g_ids, 1 << 16, &n, &err);
+        ak_status st = ak_tokenizer_encode(t, cases[c].in, len, false, false, g_ids, 1 << 16, &n, &err);
         CHECK(st == AK_OK, "%s: invalid utf-8 case %zu: %s", name, c, err.msg);
         size_t p = 0, o = 0;
         ak_detok d;
         ak_detok_init(&d, false);
         for (int k = 0; k < n; k++) {
-            p += (size_t)ak_token_piece(t, g_ids[k], false, buf + p, (int)(sizeof buf - p));
+            p += (size_t)ak_tokenizer_piece(t, g_ids[k], false, buf + p, (int)(sizeof buf - p));
             int w = ak_detok_push(&d, t, g_ids[k], stream + o, (int)(sizeof stream - o));
             CHECK(w >= 0, "%s: stream push", name);
             if (w > 0) o += (size_t)w;
@@ -232,7 +232,7 @@ static void test_stream_holdback(const ak_tokenizer *t, const char *name) {
         int n = 0;
         ak_err err;
         /* the token for that single byte: encode it alone and take the last id */
-        ak_tokenize(t, s, 1, false, false, g_ids, 16, &n, &err);
+        ak_tokenizer_encode(t, s, 1, false, false, g_ids, 16, &n, &err);
         b[k] = n ? g_ids[n - 1] : -1;
     }
     char out[64];
@@ -282,7 +282,7 @@ static void test_fuzz(const ak_tokenizer *t, const char *name, int how) {
         }
         bool ps = it & 1;
         int n = 0;
-        if (ak_tokenize(t, text, len, it & 2, ps, g_ids, 1 << 16, &n, &err)) { bad++; continue; }
+        if (ak_tokenizer_encode(t, text, len, it & 2, ps, g_ids, 1 << 16, &n, &err)) { bad++; continue; }
         ak_detok d;
         ak_detok_init(&d, ps);
         size_t o = 0;
@@ -296,14 +296,14 @@ static void test_fuzz(const ak_tokenizer *t, const char *name, int how) {
         /* SentencePiece reads a literal U+2581 back as a space */
         bool meta = memmem(text, len, "\xe2\x96\x81", 3) != NULL;
         if ((how & LOSSLESS) && (how & ALL_BYTES) && !ps && !(it & 2) && !meta) {
-            long m = ak_detokenize(t, g_ids, n, false, out, sizeof out);
+            long m = ak_tokenizer_decode(t, g_ids, n, false, out, sizeof out);
             if (m != (long)len || memcmp(out, text, len) != 0) bad++;
         }
     }
     static char word[1 << 17];
     for (size_t i = 0; i < sizeof word; i++) word[i] = "ab"[i % 2 ? 1 : 0];
     int n = 0;
-    ak_status st = ak_tokenize(t, word, sizeof word, false, false, g_ids, 1 << 16, &n, &err);
+    ak_status st = ak_tokenizer_encode(t, word, sizeof word, false, false, g_ids, 1 << 16, &n, &err);
     CHECK(st == AK_OK || (st == AK_ERR_ARG && n > (1 << 16)), "%s: long word: %s", name, err.msg);
     CHECK(bad == 0, "%s: %d fuzz failures", name, bad);
 }
@@ -333,33 +333,33 @@ static void test_rules(const char *path, const char *name, int32_t bos, int32_t 
     int n = 0;
     CHECK(ak_tokenizer_bos(t) == bos && ak_tokenizer_eos(t) == eos, "%s: bos %d eos %d", name, ak_tokenizer_bos(t),
           ak_tokenizer_eos(t));
-    CHECK(ak_tokenize(t, "Hi", 2, true, true, g_ids, 64, &n, &err) == AK_OK, "%s: %s", name, err.msg);
+    CHECK(ak_tokenizer_encode(t, "Hi", 2, true, true, g_ids, 64, &n, &err) == AK_OK, "%s: %s", name, err.msg);
     CHECK((n > 0 && g_ids[0] == bos) == add_bos, "%s: BOS rule (first id %d)", name, n ? g_ids[0] : -1);
     CHECK((n > 0 && g_ids[n - 1] == eos) == add_eos, "%s: EOS rule (last id %d)", name, n ? g_ids[n - 1] : -1);
     int with = n, extra = add_bos + add_eos;
-    CHECK(ak_tokenize(t, "Hi", 2, false, true, g_ids, 64, &n, &err) == AK_OK && n == with - extra,
+    CHECK(ak_tokenizer_encode(t, "Hi", 2, false, true, g_ids, 64, &n, &err) == AK_OK && n == with - extra,
           "%s: add_special=false adds nothing", name);
-    CHECK(ak_tokenize(t, "", 0, true, true, g_ids, 64, &n, &err) == AK_OK && n == extra, "%s: empty text", name);
-    CHECK(ak_tokenize(t, "Hello world, hello world", 24, false, false, g_ids, 1, &n, &err) == AK_ERR_ARG && n > 1,
+    CHECK(ak_tokenizer_encode(t, "", 0, true, true, g_ids, 64, &n, &err) == AK_OK && n == extra, "%s: empty text", name);
+    CHECK(ak_tokenizer_encode(t, "Hello world, hello world", 24, false, false, g_ids, 1, &n, &err) == AK_ERR_ARG && n > 1,
           "%s: small cap fails with the needed count (%d)", name, n);
     CHECK(ak_tokenizer_is_eog(t, eos), "%s: eos ends generation", name);
     if (eog_text) {
         int32_t id = ak_tokenizer_find(t, eog_text, strlen(eog_text));
         CHECK(id >= 0 && ak_tokenizer_is_eog(t, id), "%s: %s ends generation", name, eog_text);
         char piece[64];
-        CHECK(ak_token_piece(t, id, false, piece, 64) == 0, "%s: control piece hidden", name);
-        CHECK(ak_token_piece(t, id, true, piece, 64) == (int)strlen(eog_text), "%s: control piece shown", name);
+        CHECK(ak_tokenizer_piece(t, id, false, piece, 64) == 0, "%s: control piece hidden", name);
+        CHECK(ak_tokenizer_piece(t, id, true, piece, 64) == (int)strlen(eog_text), "%s: control piece shown", name);
     }
     CHECK(!ak_tokenizer_is_eog(t, -1) && !ak_tokenizer_is_eog(t, ak_tokenizer_n_vocab(t)), "%s: bad ids", name);
-    CHECK(ak_token_piece(t, ak_tokenizer_n_vocab(t), false, NULL, 0) == -1, "%s: piece of a bad id", name);
+    CHECK(ak_tokenizer_piece(t, ak_tokenizer_n_vocab(t), false, NULL, 0) == -1, "%s: piece of a bad id", name);
     /* size queries with no buffer where a piece is empty (fuzz findings: memcpy and
      * pointer arithmetic on NULL, caught by UBSan): the BOS control token hides its text */
     if (bos >= 0) {
-        CHECK(ak_token_piece(t, bos, false, NULL, 0) == 0, "%s: size of an empty piece", name);
+        CHECK(ak_tokenizer_piece(t, bos, false, NULL, 0) == 0, "%s: size of an empty piece", name);
         int32_t seq[3] = {bos, bos, 300 % ak_tokenizer_n_vocab(t)};
-        long want = ak_token_piece(t, seq[2], false, NULL, 0);
-        CHECK(ak_detokenize(t, seq, 1, false, NULL, 0) == 0, "%s: size of an empty sequence text", name);
-        CHECK(ak_detokenize(t, seq, 3, false, NULL, 0) >= 0 && ak_detokenize(t, seq, 3, false, NULL, 0) <= want,
+        long want = ak_tokenizer_piece(t, seq[2], false, NULL, 0);
+        CHECK(ak_tokenizer_decode(t, seq, 1, false, NULL, 0) == 0, "%s: size of an empty sequence text", name);
+        CHECK(ak_tokenizer_decode(t, seq, 3, false, NULL, 0) >= 0 && ak_tokenizer_decode(t, seq, 3, false, NULL, 0) <= want,
               "%s: size query with empty pieces first", name);
     }
     ak_tokenizer_free(t);

@@ -36,10 +36,12 @@ static inline void ak_split(int64_t n, int ith, int nth, int64_t *lo, int64_t *h
 
 /* SIMD level chosen at run time: 0 scalar, 1 AVX2+FMA+F16C, 2 AVX-512 (F, BW, VL).
  * ak_cpu_vnni: 0 none, 1 AVX512-VNNI (+VL, used on 256-bit vectors), 2 AVX-VNNI; only
- * read when ak_cpu_simd >= 1. AKUNU_SCALAR=1 forces 0/0, AKUNU_NO_VNNI=1 forces vnni 0. */
+ * read when ak_cpu_simd >= 1. ak_debug's cpu_scalar forces 0/0, cpu_no_vnni vnni 0. */
 extern int ak_cpu_simd;
 extern int ak_cpu_vnni;
 void ak_cpu_detect(void);
+/* The debug limits (ak_debug): applied at once and by every later ak_cpu_detect. */
+void ak_cpu_set_limits(bool scalar, bool no_vnni, bool act_f32);
 
 /* dot(row of W in dtype t, x) over K values; scratch holds K floats for the generic path. */
 typedef float (*ak_dot_fn)(int64_t K, const void *w, const float *x, float *scratch);
@@ -68,7 +70,7 @@ void ak_xq_quantize_ref(const float *x, int64_t K, void *buf, ak_xq *out);
 
 /* The ggml block types (Q4_0..Q6_K) multiply int8-quantized activations at every
  * level: the scalar reference dequantizes the weights and multiplies d * q of x.
- * ak_cpu_act_f32 (env AKUNU_ACT_F32=1) keeps float activations everywhere instead. */
+ * ak_cpu_act_f32 (ak_debug's cpu_act_f32) keeps float activations everywhere instead. */
 extern int ak_cpu_act_f32;
 bool ak_act_q8(ak_dtype t);
 /* dot(row of W, quantized x). At SIMD levels NULL where the dtype has no int8 kernel:

@@ -2,7 +2,6 @@
  * detection, the scalar reference, and the choice between it and the AVX2 / AVX-512
  * kernels (dot_avx2.c, dot_avx512.c). Scalar: dequantize the row, then a float dot. */
 #include "backend/cpu/cpu.h"
-#include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -13,9 +12,13 @@ int ak_cpu_simd = -1;
 int ak_cpu_vnni = 0;
 int ak_cpu_act_f32 = 0;
 
-static bool env_on(const char *name) {
-    const char *e = getenv(name);
-    return e && *e && strcmp(e, "0") != 0;
+static bool lim_scalar, lim_no_vnni, lim_act_f32;
+
+void ak_cpu_set_limits(bool scalar, bool no_vnni, bool act_f32) {
+    lim_scalar = scalar;
+    lim_no_vnni = no_vnni;
+    lim_act_f32 = act_f32;
+    ak_cpu_detect();
 }
 
 #if defined(__x86_64__)
@@ -51,11 +54,11 @@ void ak_cpu_detect(void) {
 #if defined(__x86_64__)
     detect_x86(&level, &vnni);
 #endif
-    if (env_on("AKUNU_SCALAR")) level = 0;
-    if (!level || env_on("AKUNU_NO_VNNI")) vnni = 0;
+    if (lim_scalar) level = 0;
+    if (!level || lim_no_vnni) vnni = 0;
     ak_cpu_simd = level;
     ak_cpu_vnni = vnni;
-    ak_cpu_act_f32 = env_on("AKUNU_ACT_F32");
+    ak_cpu_act_f32 = lim_act_f32;
 }
 
 static float dot_f32_ref(int64_t K, const float *a, const float *b) {

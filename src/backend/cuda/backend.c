@@ -25,9 +25,10 @@ typedef struct {
     ak_cuda_step *d_step, *h_step;
     region *packed;        /* weight matrices repacked in place */
     int n_packed, cap_packed;
-    int stats;             /* AKUNU_CUDA_STATS: print host time per step */
-    int profile;           /* AKUNU_CUDA_PROFILE: time every command (no graphs), print at exit */
-    const char *skip;      /* AKUNU_CUDA_SKIP: decode labels left out (a command's marginal cost; wrong output) */
+    int stats;             /* ak_debug's cuda_stats: log host time per step */
+    int profile;           /* cuda_profile: time every command (no graphs), logged at the end */
+    char skip[256];        /* cuda_skip: decode labels left out (a command's marginal cost; wrong output) */
+    int trace, trace_pos;  /* cuda_trace: log the timeline of one decode position */
     struct { char name[32]; double us; long calls; } prof[64];
     int n_prof;
 } cuda_backend;
@@ -38,7 +39,7 @@ typedef struct {
     int n, max_rows;
     void *arena;
     cudaGraphExec_t g1, gu;
-    unsigned long long *trace;  /* AKUNU_CUDA_TRACE: a row of 8 per command (6 used, see ak_trace_t) */
+    unsigned long long *trace;  /* cuda_trace: a row of 8 per command (6 used, see ak_trace_t) */
     int trace_pos;
 } cuda_table;
 
@@ -177,7 +178,7 @@ static bool in_list(const char *list, const char *k) {
 static cudaError_t launch_all(cuda_backend *cb, cuda_table *t, int n) {
     for (int i = 0; i < t->n; i++) {
         ak_cuda_cmd *c = &t->cmds[i];
-        if (cb->skip && n == 1 && in_list(cb->skip, label_key(t->labels[i]))) continue;
+        if (cb->skip[0] && n == 1 && in_list(cb->skip, label_key(t->labels[i]))) continue;
         c->rows = (c->a.patch & AK_PATCH_N) ? n : param_n(c);
         int e = launch(cb, c);
         if (e) return (cudaError_t)e;
@@ -440,11 +441,10 @@ static void fuse_decode(cuda_table *t, const ak_table *tab) {
     t->n = k;
 }
 
-/* AKUNU_CUDA_TRACE=pos: a timeline of that decode position (trace_print). */
-static void plan_trace(cuda_table *t) {
-    const char *tr = getenv("AKUNU_CUDA_TRACE");
-    if (tr && *tr) {
-        if (cudaMalloc((void **)&t->trace, (size_t)t->n * 64) == cudaSuccess) t->trace_pos = atoi(tr);
+/* ak_debug's cuda_trace: a timeline of one decode position (trace_print). */
+static void plan_trace(const cuda_backend *cb, cuda_table *t) {
+    if (cb->trace) {
+        if (cudaMalloc((void **)&t->trace, (size_t)t->n * 64) == cudaSuccess) t->trace_pos = cb->trace_pos;
         else { t->trace = NULL; cudaGetLastError(); }
     }
     for (int i = 0; i < t->n; i++) {
@@ -526,7 +526,7 @@ static ak_status cu_encode(ak_backend *b, const ak_table *tab, void *const bufs[
         fold_gates(t, tab);
         fuse_decode(t, tab);
         code_gates(t);
-        plan_trace(t);
+        plan_trace(cb, t);
         /* decode: one graph per step, and one of AK_CUDA_UNROLL steps */
         ce = capture(cb, t, 1, &t->g1);
         if (ce == cudaSuccess) ce = capture(cb, t, AK_CUDA_UNROLL, &t->gu);
@@ -612,12 +612,14 @@ static void trace_print(cuda_table *t, cudaStream_t s) {
         for (int q = 0; q < 6; q++) agg[j].v[q] += c[q] ? ((double)c[q] - (double)E) / 1000.0 : 0.0;
         agg[j].n++;
     }
-    fprintf(stderr, "akunu cuda trace of position %d (us after the previous command's last exit):\n%-14s %5s %8s %8s %8s %8s %8s %8s\n",
-            t->trace_pos, "command", "n", "entry0", "entry1", "release", "mark", "exit0", "exit1");
+    ak_logf("akunu cuda trace of position %d (us after the previous command's last exit):", t->trace_pos);
+    ak_logf("%-14s %5s %8s %8s %8s %8s %8s %8s", "command", "n", "entry0", "entry1", "release", "mark", "exit0", "exit1");
     for (int j = 0; j < na; j++) {
-        fprintf(stderr, "%-14s %5d", agg[j].k, agg[j].n);
-        for (int q = 0; q < 6; q++) fprintf(stderr, " %8.2f", agg[j].v[q] / agg[j].n);
-        fprintf(stderr, "\n");
+        char line[160];
+        int o = snprintf(line, sizeof line, "%-14s %5d", agg[j].k, agg[j].n);
+        for (int q = 0; q < 6 && o > 0 && o < (int)sizeof line; q++)
+            o += snprintf(line + o, sizeof line - (size_t)o, " %8.2f", agg[j].v[q] / agg[j].n);
+        ak_logf("%s", line);
     }
     free(h);
 }
@@ -655,7 +657,7 @@ static ak_status cu_run(ak_backend *b, void *enc, ak_run *r, ak_err *err) {
     r->steps_done = h->steps_done;
     if (tracing) trace_print(t, s);
     if (cb->stats)
-        fprintf(stderr, "akunu cuda: %d step(s) of %d row(s): host %.2f us/step, wall %.2f us/step\n", r->steps, r->n,
+        ak_logf("akunu cuda: %d step(s) of %d row(s): host %.2f us/step, wall %.2f us/step", r->steps, r->n,
                 (t1 - t0) / r->steps, (now_us() - t0) / r->steps);
     return AK_OK;
 }
@@ -672,11 +674,13 @@ static void cu_destroy(ak_backend *b) {
     if (cb->n_prof) {
         double tot = 0;
         for (int k = 0; k < cb->n_prof; k++) tot += cb->prof[k].us;
-        fprintf(stderr, "akunu cuda profile (per command, events around each launch):\n%-28s %8s %12s %10s %6s\n", "command", "calls", "total us", "avg us", "share");
+        ak_logf("akunu cuda profile (per command, events around each launch):");
+        ak_logf("%-28s %8s %12s %10s %6s", "command", "calls", "total us", "avg us", "share");
         for (int k = 0; k < cb->n_prof; k++)
-            fprintf(stderr, "%-28s %8ld %12.1f %10.2f %5.1f%%\n", cb->prof[k].name, cb->prof[k].calls, cb->prof[k].us,
+            ak_logf("%-28s %8ld %12.1f %10.2f %5.1f%%", cb->prof[k].name, cb->prof[k].calls, cb->prof[k].us,
                     cb->prof[k].us / (double)cb->prof[k].calls, 100 * cb->prof[k].us / tot);
     }
+    if (cb->profile) ak_cuda_gemm_profile_dump();
     ak_cuda_cublas_destroy(cb->ctx.cublas);
     if (cb->cublas_ws) cudaFree(cb->cublas_ws);
     if (cb->ctx.ws) cudaFree(cb->ctx.ws);
@@ -688,6 +692,17 @@ static void cu_destroy(ak_backend *b) {
     free(cb);
 }
 
+/* ak_set_debug's CUDA part, read by each backend created afterwards. */
+static ak_debug dbg;
+static char dbg_skip[256];
+
+void ak_cuda_set_debug(const ak_debug *d) {
+    memset(&dbg, 0, sizeof dbg);
+    if (d) dbg = *d;
+    snprintf(dbg_skip, sizeof dbg_skip, "%s", dbg.cuda_skip ? dbg.cuda_skip : "");
+    dbg.cuda_skip = NULL;
+}
+
 ak_status ak_backend_cuda_create(ak_backend **out, ak_err *err) {
     *out = NULL;
     if (!ak_backend_cuda_present()) return ak_fail(err, AK_ERR_UNSUPPORTED, "cuda: no GPU (or no driver) is present");
@@ -697,7 +712,7 @@ ak_status ak_backend_cuda_create(ak_backend **out, ak_err *err) {
     int dev = 0;
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&cb->ctx.n_sm, cudaDevAttrMultiProcessorCount, dev);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&cb->ctx.stream, cudaStreamNonBlocking);
-    if (e == cudaSuccess) e = (cudaError_t)ak_cuda_kernels_init();
+    if (e == cudaSuccess) e = (cudaError_t)ak_cuda_kernels_init(!dbg.cuda_no_pdl);
     if (e == cudaSuccess) e = cudaMalloc((void **)&cb->d_step, sizeof(ak_cuda_step));
     if (e == cudaSuccess) e = cudaMemset(cb->d_step, 0, sizeof(ak_cuda_step));
     if (e == cudaSuccess) e = cudaMallocHost((void **)&cb->h_step, sizeof(ak_cuda_step));
@@ -707,11 +722,12 @@ ak_status ak_backend_cuda_create(ak_backend **out, ak_err *err) {
         cu_destroy(&cb->base);
         return st;
     }
-    const char *s = getenv("AKUNU_CUDA_STATS");
-    cb->stats = s && *s && strcmp(s, "0") != 0;
-    s = getenv("AKUNU_CUDA_PROFILE");
-    cb->profile = s && *s && strcmp(s, "0") != 0;
-    cb->skip = getenv("AKUNU_CUDA_SKIP");
+    cb->stats = dbg.cuda_stats;
+    cb->profile = dbg.cuda_profile;
+    cb->trace = dbg.cuda_trace;
+    cb->trace_pos = dbg.cuda_trace_pos;
+    snprintf(cb->skip, sizeof cb->skip, "%s", dbg_skip);
+    ak_cuda_gemm_profile(cb->profile);
     ak_backend *b = &cb->base;
     b->name = "cuda";
     b->n_threads = 1;

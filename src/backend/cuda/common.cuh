@@ -11,6 +11,7 @@
 #define _Alignas(x) alignas(x)   /* table.h is C11 */
 #endif
 extern "C" {
+#include "core/err.h"
 #include "core/kernels.h"
 #include "core/table.h"
 }

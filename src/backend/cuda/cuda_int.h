@@ -107,8 +107,12 @@ int ak_cuda_gemv_fusable(const ak_cuda_args *a, int kernel);
 /* Whether the gated gate/up GEMV a (gated set) can write act(g) * u as int8 codes. */
 int ak_cuda_gemv_gate_codes(const ak_cuda_args *a);
 
-/* Sets the kernels' shared-memory limits; once per process. */
-int ak_cuda_kernels_init(void);
+/* Sets the kernels' shared-memory limits; once per process. pdl: launch with
+ * programmatic dependent launch where the GPU has it (sm_90). */
+int ak_cuda_kernels_init(int pdl);
+/* ak_debug's cuda_profile for the GEMM's parts; the dump goes to the log. */
+void ak_cuda_gemm_profile(int on);
+void ak_cuda_gemm_profile_dump(void);
 /* Rewrites in place the rows of a Q4_0 or Q8_0 matrix into the layout the CUDA
  * kernels read (per row: all quants, then all scales). */
 int ak_cuda_repack(void *w, int dtype, int64_t K, int64_t N, cudaStream_t s);

@@ -97,23 +97,24 @@ __global__ void k_add_bias(float *y, int ld_y, const float *bias, int N, int n) 
 
 static int blocks_for(int64_t n, int t) { return (int)((n + t - 1) / t); }
 
-/* AKUNU_CUDA_PROFILE: the GEMM's parts timed apart, printed at exit. */
+/* ak_debug's cuda_profile: the GEMM's parts timed apart, logged when the backend ends. */
 static struct { char name[40]; double us; long calls; } gp[64];
-static int n_gp, gp_on = -1;
+static int n_gp, gp_on;
 static cudaEvent_t gp_ev[2];
 
-static void gp_dump(void) {
+extern "C" void ak_cuda_gemm_profile(int on) {
+    if (on && !gp_on) { cudaEventCreate(&gp_ev[0]); cudaEventCreate(&gp_ev[1]); }
+    gp_on = on;
+}
+
+extern "C" void ak_cuda_gemm_profile_dump(void) {
     if (!n_gp) return;
-    fprintf(stderr, "akunu cuda GEMM parts:\n");
-    for (int k = 0; k < n_gp; k++) fprintf(stderr, "  %-38s %6ld calls %10.1f us %8.2f us avg\n", gp[k].name, gp[k].calls, gp[k].us, gp[k].us / gp[k].calls);
+    ak_logf("akunu cuda GEMM parts:");
+    for (int k = 0; k < n_gp; k++) ak_logf("  %-38s %6ld calls %10.1f us %8.2f us avg", gp[k].name, gp[k].calls, gp[k].us, gp[k].us / gp[k].calls);
+    n_gp = 0;
 }
 
 static void gp_begin(cudaStream_t s) {
-    if (gp_on < 0) {
-        const char *e = getenv("AKUNU_CUDA_PROFILE");
-        gp_on = e && *e && e[0] != '0';
-        if (gp_on) { cudaEventCreate(&gp_ev[0]); cudaEventCreate(&gp_ev[1]); atexit(gp_dump); }
-    }
     if (gp_on) cudaEventRecord(gp_ev[0], s);
 }
 

@@ -164,12 +164,11 @@ extern "C" int ak_cuda_init_gemv(void);
 
 int ak_cuda_pdl;
 
-extern "C" int ak_cuda_kernels_init(void) {
+extern "C" int ak_cuda_kernels_init(int pdl) {
     int dev = 0, major = 0;
     cudaGetDevice(&dev);
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    const char *env = getenv("AKUNU_CUDA_PDL");
-    ak_cuda_pdl = major >= 9 && !(env && env[0] == '0');
+    ak_cuda_pdl = major >= 9 && pdl;
     extern int ak_cuda_n_sm;
     cudaDeviceGetAttribute(&ak_cuda_n_sm, cudaDevAttrMultiProcessorCount, dev);
     cudaError_t e = cudaFuncSetAttribute(k_repack, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);

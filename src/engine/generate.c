@@ -1,0 +1,218 @@
+/* ak_generate, the one generation loop every front end uses: reuse of the KV cache's
+ * common prefix, prefill, then chain decode (greedy, no host round trip) or sampled
+ * decode on the host; an incremental detokenizer that never emits half a UTF-8
+ * character; stop strings held back until they can no longer match; cancellation
+ * through the callback. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "core/err.h"
+#include "engine/generate.h"
+#include "engine/sampler.h"
+#include "engine/session.h"
+#include "model/model.h"
+
+ak_generate_params ak_generate_default_params(void) {
+    ak_generate_params p;
+    memset(&p, 0, sizeof p);
+    p.n_predict = -1;
+    return p;
+}
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static bool show(ak_textout *g, const char *text, size_t n) {
+    if (n && g->fn && g->fn(text, n, g->user)) {
+        g->stop = AK_STOP_CANCELLED;
+        return false;
+    }
+    return true;
+}
+
+ak_status ak_textout_open(ak_textout *g, const ak_tokenizer *tok, bool special, const char *const *stop, int n_stop,
+                          ak_piece_fn fn, void *user, ak_err *err) {
+    memset(g, 0, sizeof *g);
+    size_t max_stop = 0;
+    for (int i = 0; stop && i < n_stop; i++) {
+        size_t k = stop[i] ? strlen(stop[i]) : 0;
+        if (k > max_stop) max_stop = k;
+    }
+    g->tok = tok;
+    g->stops = stop;
+    g->n_stop = stop ? n_stop : 0;
+    g->fn = fn;
+    g->user = user;
+    /* held bytes, then a piece after an unfinished character: every byte may become U+FFFD */
+    g->cap = max_stop + 3 * (ak_tokenizer_max_piece(tok) + 4) + 8;
+    if (!(g->buf = malloc(g->cap))) return ak_fail(err, AK_ERR_NOMEM, "generate: out of memory");
+    ak_detok_init(&g->d, special);
+    return AK_OK;
+}
+
+void ak_textout_close(ak_textout *g) {
+    free(g->buf);
+    g->buf = NULL;
+}
+
+/* Appends n bytes (already in buf[len..len+n)), shows what can no longer start a stop
+ * string; false when a stop string appeared or the caller cancelled. */
+static bool settle(ak_textout *g, size_t n) {
+    g->len += n;
+    size_t cut, hold;
+    if (ak_stop_scan(g->buf, g->len, g->stops, g->n_stop, &cut, &hold)) {
+        g->len = 0;
+        if (!show(g, g->buf, cut)) return false;
+        g->stop = AK_STOP_STRING;
+        return false;
+    }
+    size_t upto = g->len - hold;
+    if (!show(g, g->buf, upto)) return false;
+    memmove(g->buf, g->buf + upto, hold);
+    g->len = hold;
+    return true;
+}
+
+bool ak_textout_push(ak_textout *g, int32_t id) {
+    if (ak_tokenizer_is_eog(g->tok, id)) {
+        g->stop = AK_STOP_EOG;
+        return false;
+    }
+    int n = ak_detok_push(&g->d, g->tok, id, g->buf + g->len, (int)(g->cap - g->len));
+    /* an id past the tokenizer's vocabulary (embedding rows padded beyond it) has no
+     * text; buf always has room for the longest piece */
+    return settle(g, n > 0 ? (size_t)n : 0);
+}
+
+void ak_textout_finish(ak_textout *g) {
+    if (g->stop == AK_STOP_STRING || g->stop == AK_STOP_CANCELLED) return;
+    int n = ak_detok_flush(&g->d, g->buf + g->len, (int)(g->cap - g->len));
+    if (n > 0 && !settle(g, (size_t)n)) return;
+    show(g, g->buf, g->len);   /* the held text is final: a stop string can no longer complete */
+    g->len = 0;
+}
+
+/* One generated token into the text and the caller's id buffer: false when generation
+ * ends with it. */
+typedef struct {
+    ak_textout out;
+    const ak_generate_params *p;
+    int n_gen;
+} gen;
+
+static bool take(gen *g, int32_t id) {
+    if (g->p->ids_out && g->n_gen < g->p->ids_cap) g->p->ids_out[g->n_gen] = id;
+    g->n_gen++;
+    return ak_textout_push(&g->out, id);
+}
+
+static bool penalties_on(const ak_sampling_params *sp) {
+    return (sp->repeat_penalty != 0 && sp->repeat_penalty != 1) || sp->presence_penalty != 0 || sp->frequency_penalty != 0;
+}
+
+/* Greedy without penalties: the table's argmax picks every token and chain decode runs
+ * chunks with no host round trip. The chunk grows while a chunk takes under 25 ms, so
+ * text still streams smoothly on a slow backend; tokens past a stop are rewound. */
+static ak_status decode_chain(ak_session *s, gen *g, int32_t tok, int limit, ak_err *err) {
+    const ak_model *m = ak_session_model(s);
+    const int32_t *eog;
+    int n_eog = ak_model_eog_ids(m, &eog), chunk = 4;
+    int32_t out[64];
+    while (g->n_gen < limit) {
+        int want = limit - g->n_gen < chunk ? limit - g->n_gen : chunk, got = 0, base = ak_session_pos(s);
+        double t0 = now();
+        ak_status st = ak_chain_decode(s, tok, want, eog, n_eog, out, &got, err);
+        if (st) return st;
+        double dt = now() - t0;
+        for (int i = 0; i < got; i++) {
+            tok = out[i];
+            if (!take(g, tok)) return ak_session_rewind(s, base + 1 + i, err);
+        }
+        if (dt < 0.025 && chunk < 64) chunk *= 2;
+        else if (dt > 0.1 && chunk > 1) chunk /= 2;
+    }
+    return AK_OK;
+}
+
+/* Sampled: the decode table's logits come back to the host sampler each token. */
+static ak_status decode_sampled(ak_session *s, gen *g, ak_sampler *smp, float *logits, int32_t tok, int limit,
+                                ak_err *err) {
+    while (g->n_gen < limit) {
+        int32_t next;
+        ak_status st = ak_decode(s, tok, &next, logits, err);
+        if (st) return st;
+        tok = ak_sampler_sample(smp, logits);
+        ak_sampler_accept(smp, tok);
+        if (!take(g, tok)) break;
+    }
+    return AK_OK;
+}
+
+ak_status ak_generate(ak_session *s, const int32_t *prompt, int n, const ak_generate_params *pp, ak_piece_fn on_piece,
+                      void *user, ak_generate_result *result, ak_err *err) {
+    ak_generate_params p = pp ? *pp : ak_generate_default_params();
+    ak_generate_result r;
+    memset(&r, 0, sizeof r);
+    if (result) *result = r;
+    if (!s || (!prompt && n)) return ak_fail(err, AK_ERR_ARG, "generate: NULL argument");
+    const ak_model *m = ak_session_model(s);
+    if (ak_model_is_encoder(m)) return ak_fail(err, AK_ERR_ARG, "%s is an encoder model: it embeds text, it does not generate", ak_model_arch_name(m));
+    if (!m->tok) return ak_fail(err, AK_ERR_UNSUPPORTED, "generate: the model has no tokenizer to turn tokens into text");
+    if (n <= 0) return ak_fail(err, AK_ERR_ARG, "generate: empty prompt");
+    if (n >= ak_session_n_ctx(s))
+        return ak_fail(err, AK_ERR_ARG, "the prompt is %d tokens; the context holds %d", n, ak_session_n_ctx(s));
+    if (p.n_stop < 0 || (p.n_stop && !p.stop) || p.ids_cap < 0 || (p.ids_cap && !p.ids_out))
+        return ak_fail(err, AK_ERR_ARG, "generate: bad stop strings or id buffer");
+    ak_sampling_params sp = p.sampling;
+    bool chain = (sp.temperature <= 0 || sp.top_k == 1) && !penalties_on(&sp);
+    ak_sampler *smp = NULL;
+    ak_status st = chain ? AK_OK : ak_sampler_create(&sp, ak_model_vocab(m), &smp, err);
+    if (st) return st;
+    gen g = {.p = &p};
+    float *logits = chain ? NULL : malloc((size_t)ak_model_vocab(m) * sizeof *logits);
+    if (!chain && !logits) {
+        st = ak_fail(err, AK_ERR_NOMEM, "generate: out of memory");
+        goto done;
+    }
+    if ((st = ak_textout_open(&g.out, m->tok, p.special, p.stop, p.n_stop, on_piece, user, err))) goto done;
+
+    /* keep the longest cached prefix; at least one token is prefilled for its logits */
+    const int32_t *cached = ak_session_tokens(s);
+    int common = 0, pos = ak_session_pos(s);
+    while (common < pos && common < n - 1 && cached[common] == prompt[common]) common++;
+    if ((st = ak_session_rewind(s, common, err))) goto done;
+    r.n_prompt = n;
+    r.n_cached = common;
+    double t0 = now();
+    int32_t tok;
+    if ((st = ak_prefill(s, prompt + common, n - common, &tok, logits, err))) goto done;
+    double t1 = now();
+    r.prefill_seconds = t1 - t0;
+
+    int room = ak_session_n_ctx(s) - ak_session_pos(s);
+    int limit = p.n_predict >= 0 && p.n_predict < room ? p.n_predict : room;
+    if (limit > 0) {
+        if (smp) {
+            for (int i = 0; i < n; i++) ak_sampler_accept(smp, prompt[i]);
+            tok = ak_sampler_sample(smp, logits);
+            ak_sampler_accept(smp, tok);
+        }
+        if (take(&g, tok))
+            st = smp ? decode_sampled(s, &g, smp, logits, tok, limit, err) : decode_chain(s, &g, tok, limit, err);
+        if (!st) ak_textout_finish(&g.out);
+    }
+    if (g.out.stop == AK_STOP_NONE)
+        g.out.stop = limit == room && (p.n_predict < 0 || p.n_predict > room) ? AK_STOP_CONTEXT : AK_STOP_LENGTH;
+    r.decode_seconds = now() - t1;
+    r.n_generated = g.n_gen;
+    r.stop = g.out.stop;
+    if (result) *result = r;
+done:
+    free(logits);
+    ak_textout_close(&g.out);
+    ak_sampler_free(smp);
+    return st;
+}
