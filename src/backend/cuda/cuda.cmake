@@ -17,15 +17,15 @@ if(AKUNU_CUDA AND CMAKE_CUDA_COMPILER)
   set(CMAKE_CUDA_STANDARD 17)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   file(GLOB AKUNU_CUDA_SRC CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/*.cu ${CMAKE_CURRENT_LIST_DIR}/*.c)
-  target_sources(akunu PRIVATE ${AKUNU_CUDA_SRC})
-  # akunu was created before CUDA was enabled, so it did not pick up the default
-  set_target_properties(akunu PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
-  target_compile_definitions(akunu PUBLIC AKUNU_CUDA)
-  target_include_directories(akunu PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  target_sources(akunu_obj PRIVATE ${AKUNU_CUDA_SRC})
+  # akunu_obj was created before CUDA was enabled, so it did not pick up the default
+  set_target_properties(akunu_obj PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}" CUDA_VISIBILITY_PRESET hidden)
+  target_compile_definitions(akunu_obj PUBLIC AKUNU_CUDA)
+  target_include_directories(akunu_obj PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
   # host code of the .cu files: the project's warnings, as errors
-  target_compile_options(akunu PRIVATE
+  target_compile_options(akunu_obj PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Werror --Werror=all-warnings -lineinfo>)
-  target_link_libraries(akunu PUBLIC CUDA::cudart_static CUDA::cublas)
+  list(APPEND AKUNU_LINK CUDA::cudart_static CUDA::cublas)
   set(AKUNU_HAVE_CUDA ON)
   message(STATUS "akunu: CUDA backend enabled (architectures ${CMAKE_CUDA_ARCHITECTURES})")
 else()
