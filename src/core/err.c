@@ -13,6 +13,15 @@ ak_status ak_fail(ak_err *err, ak_status st, const char *fmt, ...) {
     return st;
 }
 
+ak_status ak_out_size(size_t need, char *buf, size_t cap, size_t *n_out, ak_err *err) {
+    if (n_out) *n_out = need;
+    if (!buf && !cap) return AK_OK;
+    if (!buf) return ak_fail(err, AK_ERR_ARG, "NULL buffer with a capacity of %zu", cap);
+    if (need > cap) return ak_fail(err, AK_ERR_ARG, "the result needs %zu bytes, the buffer holds %zu", need, cap);
+    if (need < cap) buf[need] = 0;
+    return AK_OK;
+}
+
 static ak_log_fn log_fn;
 static void *log_user;
 

@@ -81,16 +81,18 @@ bool ak_textout_push(ak_textout *g, int32_t id) {
         g->stop = AK_STOP_EOG;
         return false;
     }
-    int n = ak_detok_push(&g->d, g->tok, id, g->buf + g->len, (int)(g->cap - g->len));
+    size_t n = 0;
     /* an id past the tokenizer's vocabulary (embedding rows padded beyond it) has no
      * text; buf always has room for the longest piece */
-    return settle(g, n > 0 ? (size_t)n : 0);
+    if (ak_detok_push(&g->d, g->tok, id, g->buf + g->len, g->cap - g->len, &n, NULL)) n = 0;
+    return settle(g, n);
 }
 
 void ak_textout_finish(ak_textout *g) {
     if (g->stop == AK_STOP_STRING || g->stop == AK_STOP_CANCELLED) return;
-    int n = ak_detok_flush(&g->d, g->buf + g->len, (int)(g->cap - g->len));
-    if (n > 0 && !settle(g, (size_t)n)) return;
+    size_t n = 0;
+    ak_detok_flush(&g->d, g->buf + g->len, g->cap - g->len, &n, NULL);
+    if (n > 0 && !settle(g, n)) return;
     show(g, g->buf, g->len);   /* the held text is final: a stop string can no longer complete */
     g->len = 0;
 }

@@ -68,16 +68,6 @@ static ak_status need_tok(const ak_model *m, ak_err *err) {
                            : " (a Hugging Face directory: tokenizer.json is not read; pass token ids)");
 }
 
-/* The (buf, cap, &n) convention for bytes: a size query, a result that fits (NUL
- * after it when there is room), or AK_ERR_ARG with the size. */
-static ak_status sized(size_t need, size_t cap, char *buf, size_t *n_out, ak_err *err) {
-    *n_out = need;
-    if (!buf && !cap) return AK_OK;
-    if (need > cap) return ak_fail(err, AK_ERR_ARG, "the text needs %zu bytes, the buffer holds %zu", need, cap);
-    if (need < cap) buf[need] = 0;
-    return AK_OK;
-}
-
 bool ak_model_has_tokenizer(const ak_model *m) { return m->tok != NULL; }
 
 ak_status ak_tokenize(const ak_model *m, const char *text, size_t len, bool add_special, bool parse_special,
@@ -93,29 +83,16 @@ ak_status ak_token_to_piece(const ak_model *m, int32_t id, bool special, char *b
                             ak_err *err) {
     ak_status st = need_tok(m, err);
     if (st) return st;
-    if (!n_out || (!buf && cap)) return ak_fail(err, AK_ERR_ARG, "token piece: bad arguments");
-    int n = ak_tokenizer_piece(m->tok, id, special, NULL, 0);
-    if (n < 0) return ak_fail(err, AK_ERR_ARG, "token id %d is outside the vocabulary (0..%d)", id, ak_model_vocab(m) - 1);
-    if ((st = sized((size_t)n, cap, buf, n_out, err)) || !buf) return st;
-    ak_tokenizer_piece(m->tok, id, special, buf, (int)(cap < (size_t)n ? cap : (size_t)n));
-    return AK_OK;
+    if (!n_out) return ak_fail(err, AK_ERR_ARG, "token piece: NULL size");
+    return ak_tokenizer_piece(m->tok, id, special, buf, cap, n_out, err);
 }
 
 ak_status ak_detokenize(const ak_model *m, const int32_t *ids, int n, bool special, char *buf, size_t cap,
                         size_t *n_out, ak_err *err) {
     ak_status st = need_tok(m, err);
     if (st) return st;
-    if (!n_out || (!buf && cap) || n < 0 || (!ids && n)) return ak_fail(err, AK_ERR_ARG, "detokenize: bad arguments");
-    long need = ak_tokenizer_decode(m->tok, ids, n, special, NULL, 0);
-    if (need < 0) {
-        for (int i = 0; i < n; i++)
-            if (ids[i] < 0 || ids[i] >= ak_model_vocab(m))
-                return ak_fail(err, AK_ERR_ARG, "token id %d at position %d is outside the vocabulary", ids[i], i);
-        return ak_fail(err, AK_ERR_ARG, "detokenize: bad id");
-    }
-    if ((st = sized((size_t)need, cap, buf, n_out, err)) || !buf) return st;
-    ak_tokenizer_decode(m->tok, ids, n, special, buf, cap);
-    return AK_OK;
+    if (!n_out) return ak_fail(err, AK_ERR_ARG, "detokenize: NULL size");
+    return ak_tokenizer_decode(m->tok, ids, n, special, buf, cap, n_out, err);
 }
 
 int32_t ak_token_bos(const ak_model *m) { return m->bos; }
@@ -152,33 +129,14 @@ ak_status ak_detokenizer_create(const ak_model *m, bool special, ak_detokenizer 
     return AK_OK;
 }
 
-/* ak_detok's convention (bytes written, or minus the bytes needed) to the API's. */
-static ak_status detok_result(int r, char *buf, size_t cap, size_t *n_out, ak_err *err) {
-    if (r == -(1 << 30)) return ak_fail(err, AK_ERR_ARG, "detokenizer: token id outside the vocabulary");
-    if (r >= 0) {
-        *n_out = (size_t)r;
-        if ((size_t)r < cap) buf[r] = 0;
-        return AK_OK;
-    }
-    return sized((size_t)-r, cap, buf, n_out, err);
-}
-
 ak_status ak_detokenizer_push(ak_detokenizer *d, int32_t id, char *buf, size_t cap, size_t *n_out, ak_err *err) {
-    if (!d || !n_out || (!buf && cap)) return ak_fail(err, AK_ERR_ARG, "detokenizer: bad arguments");
-    if (!buf) { /* a size query consumes nothing: push into a copy */
-        ak_detok tmp = d->d;
-        int r = ak_detok_push(&tmp, d->tok, id, NULL, 0);
-        return r == -(1 << 30) ? detok_result(r, NULL, 0, n_out, err) : sized((size_t)(r < 0 ? -r : r), 0, NULL, n_out, err);
-    }
-    int c = cap > (1u << 30) ? 1 << 30 : (int)cap;
-    return detok_result(ak_detok_push(&d->d, d->tok, id, buf, c), buf, cap, n_out, err);
+    if (!d || !n_out) return ak_fail(err, AK_ERR_ARG, "detokenizer: NULL argument");
+    return ak_detok_push(&d->d, d->tok, id, buf, cap, n_out, err);
 }
 
 ak_status ak_detokenizer_flush(ak_detokenizer *d, char *buf, size_t cap, size_t *n_out, ak_err *err) {
-    if (!d || !n_out || (!buf && cap)) return ak_fail(err, AK_ERR_ARG, "detokenizer: bad arguments");
-    if (!buf) { *n_out = d->d.npend ? 3 : 0; return AK_OK; }
-    int c = cap > (1u << 30) ? 1 << 30 : (int)cap;
-    return detok_result(ak_detok_flush(&d->d, buf, c), buf, cap, n_out, err);
+    if (!d || !n_out) return ak_fail(err, AK_ERR_ARG, "detokenizer: NULL argument");
+    return ak_detok_flush(&d->d, buf, cap, n_out, err);
 }
 
 void ak_detokenizer_reset(ak_detokenizer *d) {

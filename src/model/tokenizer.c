@@ -374,16 +374,19 @@ const char *ak_tokenizer_model_name(const ak_tokenizer *t) {
 
 const char *ak_tokenizer_pre_name(const ak_tokenizer *t) { return t->pre_name; }
 
-int ak_pretokenize(const char *pre, const char *text, size_t len, size_t *ends, int cap) {
+ak_status ak_pretokenize(const char *pre, const char *text, size_t len, size_t *ends, int cap, int *n_out, ak_err *err) {
     ak_tok_pre p;
     bool ignore;
-    if (!ak_bpe_pre_from_name(pre, &p, &ignore)) return -2;
+    *n_out = 0;
+    if (!ak_bpe_pre_from_name(pre, &p, &ignore)) return ak_fail(err, AK_ERR_UNSUPPORTED, "pre-tokenizer '%s' not supported", pre);
     size_t *e = NULL;
     long n = ak_bpe_split(p, text, len, &e);
-    if (n < 0) return -1;
+    if (n < 0) return ak_fail(err, AK_ERR_NOMEM, "pre-tokenize: out of memory");
     for (long i = 0; i < n && i < cap; i++) ends[i] = e[i];
     free(e);
-    return (int)n;
+    *n_out = (int)n;
+    if (n > cap) return ak_fail(err, AK_ERR_ARG, "pre-tokenize: %ld words do not fit in %d", n, cap);
+    return AK_OK;
 }
 
 /* ---- decoding ---- */
@@ -395,29 +398,39 @@ static bool piece_of(const ak_tokenizer *t, int32_t id, bool special, const char
     return true;
 }
 
-int ak_tokenizer_piece(const ak_tokenizer *t, int32_t id, bool special, char *buf, int cap) {
-    const char *p;
-    uint32_t n;
-    if (!piece_of(t, id, special, &p, &n)) return -1;
-    if (n && (int64_t)n <= cap) memcpy(buf, p, n);  /* buf may be NULL for a size query */
-    return (int)n;
+static ak_status bad_id(int32_t id, const ak_tokenizer *t, ak_err *err) {
+    return ak_fail(err, AK_ERR_ARG, "token id %d is outside the vocabulary (0..%d)", id, t->n_vocab - 1);
 }
 
-long ak_tokenizer_decode(const ak_tokenizer *t, const int32_t *ids, int n, bool special, char *buf, size_t cap) {
+ak_status ak_tokenizer_piece(const ak_tokenizer *t, int32_t id, bool special, char *buf, size_t cap, size_t *n_out,
+                             ak_err *err) {
+    const char *p;
+    uint32_t n;
+    *n_out = 0;
+    if (!piece_of(t, id, special, &p, &n)) return bad_id(id, t, err);
+    ak_status st = ak_out_size(n, buf, cap, n_out, err);
+    if (!st && buf && n) memcpy(buf, p, n);
+    return st;
+}
+
+ak_status ak_tokenizer_decode(const ak_tokenizer *t, const int32_t *ids, int n, bool special, char *buf, size_t cap,
+                              size_t *n_out, ak_err *err) {
     size_t o = 0;
     bool first = t->model == AK_TOK_SPM && t->add_space_prefix;
+    *n_out = 0;
+    if (n < 0 || (n && !ids)) return ak_fail(err, AK_ERR_ARG, "detokenize: bad arguments");
     for (int i = 0; i < n; i++) {
         const char *p;
         uint32_t k;
-        if (!piece_of(t, ids[i], special, &p, &k)) return -1;
+        if (!piece_of(t, ids[i], special, &p, &k)) return bad_id(ids[i], t, err);
         if (first && k > 0) {
             first = false;
             if (p[0] == ' ') { p++; k--; }
         }
-        if (k && o + k <= cap) memcpy(buf + o, p, k);  /* buf may be NULL for a size query */
+        if (buf && k && o + k <= cap) memcpy(buf + o, p, k);
         o += k;
     }
-    return (long)o;
+    return ak_out_size(o, buf, cap, n_out, err);
 }
 
 void ak_detok_init(ak_detok *d, bool special) {
@@ -469,25 +482,28 @@ static int sanitize(const unsigned char *pend, int np, const char *p, uint32_t n
     return o;
 }
 
-int ak_detok_push(ak_detok *d, const ak_tokenizer *t, int32_t id, char *out, int cap) {
+ak_status ak_detok_push(ak_detok *d, const ak_tokenizer *t, int32_t id, char *out, size_t cap, size_t *n_out,
+                        ak_err *err) {
     const char *p;
     uint32_t n;
-    if (!piece_of(t, id, d->special, &p, &n)) return -(1 << 30);
-    if (n > (1u << 26)) return -(1 << 30);
+    *n_out = 0;
+    if (!piece_of(t, id, d->special, &p, &n)) return bad_id(id, t, err);
+    if (n > (1u << 26)) return ak_fail(err, AK_ERR_ARG, "token %d: a piece of %u bytes", id, n);
     unsigned char rest[4];
     int nrest;
-    int need = sanitize(d->pend, d->npend, p, n, NULL, rest, &nrest);
-    if (need > cap) return -need;
+    size_t need = (size_t)sanitize(d->pend, d->npend, p, n, NULL, rest, &nrest);
+    ak_status st = ak_out_size(need, out, cap, n_out, err);
+    if (st || !out) return st;   /* a size query or too small: nothing consumed */
     sanitize(d->pend, d->npend, p, n, out, rest, &nrest);
     memcpy(d->pend, rest, (size_t)nrest);
     d->npend = nrest;
-    return need;
+    return AK_OK;
 }
 
-int ak_detok_flush(ak_detok *d, char *out, int cap) {
-    int need = d->npend ? 3 : 0;
-    if (need > cap) return -need;
-    if (need) memcpy(out, "\xEF\xBF\xBD", 3);
+ak_status ak_detok_flush(ak_detok *d, char *out, size_t cap, size_t *n_out, ak_err *err) {
+    ak_status st = ak_out_size(d->npend ? 3 : 0, out, cap, n_out, err);
+    if (st || !out) return st;
+    if (d->npend) memcpy(out, "\xEF\xBF\xBD", 3);
     d->npend = 0;
-    return need;
+    return AK_OK;
 }

@@ -22,14 +22,14 @@ void ak_tokenizer_free(ak_tokenizer *t);
 ak_status ak_tokenizer_encode(const ak_tokenizer *t, const char *text, size_t len, bool add_special,
                       bool parse_special, int32_t *ids, int cap, int *n_out, ak_err *err);
 
-/* The bytes token id stands for (control tokens give "" unless special). Returns the
- * byte count; writes only when it fits in cap (call again with a bigger buffer); -1
- * for an id out of range. */
-int ak_tokenizer_piece(const ak_tokenizer *t, int32_t id, bool special, char *buf, int cap);
-/* Concatenated pieces of a whole sequence, dropping the space that the SentencePiece
- * add-space-prefix rule put before the first word. Returns the byte count (written
- * only when <= cap), or -1 for an id out of range. */
-long ak_tokenizer_decode(const ak_tokenizer *t, const int32_t *ids, int n, bool special, char *buf, size_t cap);
+/* The bytes token id stands for (control tokens give "" unless special), and a whole
+ * sequence's, dropping the space that the SentencePiece add-space-prefix rule put
+ * before the first word. The (buf, cap, &n) convention (core/err.h: ak_out_size);
+ * AK_ERR_ARG for an id out of range. */
+ak_status ak_tokenizer_piece(const ak_tokenizer *t, int32_t id, bool special, char *buf, size_t cap, size_t *n_out,
+                             ak_err *err);
+ak_status ak_tokenizer_decode(const ak_tokenizer *t, const int32_t *ids, int n, bool special, char *buf, size_t cap,
+                              size_t *n_out, ak_err *err);
 
 int32_t ak_tokenizer_n_vocab(const ak_tokenizer *t);
 int32_t ak_tokenizer_bos(const ak_tokenizer *t); /* -1 if none */
@@ -55,10 +55,9 @@ const char *ak_tokenizer_pre_name(const ak_tokenizer *t);
  * llama-bpe, qwen2, smollm, ...). For tests and tools. */
 ak_status ak_tokenizer_set_pre(ak_tokenizer *t, const char *pre, ak_err *err);
 /* The words that byte-level pre-tokenizer pre (a tokenizer.ggml.pre name) makes of
- * text, without special-token handling: writes each word's end byte offset to ends;
- * returns the word count (written up to cap), -1 on allocation failure, -2 for an
- * unknown name. */
-int ak_pretokenize(const char *pre, const char *text, size_t len, size_t *ends, int cap);
+ * text, without special-token handling: each word's end byte offset into ends (up to
+ * cap; AK_ERR_ARG when more), the count in *n_out; AK_ERR_UNSUPPORTED for an unknown name. */
+ak_status ak_pretokenize(const char *pre, const char *text, size_t len, size_t *ends, int cap, int *n_out, ak_err *err);
 
 /* Streaming detokenizer: never emits part of a UTF-8 character. An incomplete
  * sequence waits for the next token; bytes that cannot start or continue a valid
@@ -72,10 +71,10 @@ typedef struct {
 } ak_detok;
 
 void ak_detok_init(ak_detok *d, bool special);
-/* Returns bytes written to out, or -(bytes needed) when cap is too small, in which
- * case nothing is consumed; -(1 << 30) for an id out of range. */
-int ak_detok_push(ak_detok *d, const ak_tokenizer *t, int32_t id, char *out, int cap);
-/* Emits what is left (U+FFFD for an unfinished sequence); same return convention. */
-int ak_detok_flush(ak_detok *d, char *out, int cap);
+/* The (buf, cap, &n) convention; a size query or a buffer too small consumes nothing.
+ * Flush emits what is left (U+FFFD for an unfinished sequence). */
+ak_status ak_detok_push(ak_detok *d, const ak_tokenizer *t, int32_t id, char *out, size_t cap, size_t *n_out,
+                        ak_err *err);
+ak_status ak_detok_flush(ak_detok *d, char *out, size_t cap, size_t *n_out, ak_err *err);
 
 #endif
