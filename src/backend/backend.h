@@ -30,6 +30,10 @@ struct ak_backend {
     void (*encoded_free)(ak_backend *b, void *enc);
     ak_status (*run)(ak_backend *b, void *enc, ak_run *r, ak_err *err);
     ak_status (*read_bandwidth)(ak_backend *b, double *gbps, ak_err *err);
+    /* Memory free for new buffers (host RAM the kernel can give without swapping, or
+     * free GPU memory), so a session too large fails with its size instead of the OOM killer. */
+    uint64_t (*mem_available)(ak_backend *b);
+    bool weights_copied;   /* buf_import copies the weights (a GPU): they count against mem_available */
     void (*destroy)(ak_backend *b);
 };
 

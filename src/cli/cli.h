@@ -14,7 +14,11 @@ typedef struct {
     int32_t *ids;
     int n_ids;
     int n_predict, chunk, threads, ctx;
+    int chunks;                    /* perplexity: score the first N windows; 0: all */
     bool greedy, print_ids, verbose, decode, raw, json, no_normalize, seed_set;
+    bool no_bos, no_special;       /* tokenizing user text: add no BOS/EOS; special-token text stays text */
+    bool special;                  /* detokenize: show control tokens */
+    bool print_prompt;             /* run: the prompt as rendered, to stderr (-v too) */
     ak_kv_type kv;                 /* AUTO unless --kv-f16 / --kv-f32 */
     ak_backend_kind backend;
     ak_sampling_params sp;
@@ -36,6 +40,7 @@ int ak_cli_tokenize(int argc, char **argv);
 int ak_cli_chat(int argc, char **argv);
 int ak_cli_embed(int argc, char **argv);
 int ak_cli_perplexity(int argc, char **argv);
+int ak_cli_detokenize(int argc, char **argv);
 
 /* The AKUNU_* debug variables (SCALAR, NO_VNNI, ACT_F32, CUDA_PDL=0, CUDA_STATS,
  * CUDA_PROFILE, CUDA_TRACE=POS, CUDA_SKIP=LABELS) into ak_set_debug, logging to stderr. */

@@ -42,7 +42,7 @@ static int parse_ids(const char *s, ak_cli_opts *o) {
         errno = 0;
         long v = strtol(p, &end, 10);
         if (errno || end == p || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
-            fprintf(stderr, "akunu: --prompt-ids expects comma-separated non-negative integers, got '%s'\n", s);
+            fprintf(stderr, "akunu: the ids must be comma-separated non-negative integers, got '%s'\n", s);
             return 2;
         }
         o->ids[o->n_ids++] = (int32_t)v;
@@ -93,13 +93,17 @@ int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage) {
             o->stops[o->n_stops++] = v;
         }
         else if (!strcmp(a, "--raw")) o->raw = true;
+        else if (!strcmp(a, "--no-bos")) o->no_bos = true;
+        else if (!strcmp(a, "--no-special")) o->no_special = true;
+        else if (!strcmp(a, "--special")) o->special = true;
+        else if (!strcmp(a, "--chunks")) { NEEDV(); r = parse_int(a, v, 1, 1 << 30, &o->chunks); }
         else if (!strcmp(a, "--json")) o->json = true;
         else if (!strcmp(a, "--no-normalize")) o->no_normalize = true;
-        else if (!strcmp(a, "--prompt-ids")) { NEEDV(); free(o->ids); r = parse_ids(v, o); }
+        else if (!strcmp(a, "--prompt-ids") || !strcmp(a, "--ids")) { NEEDV(); free(o->ids); r = parse_ids(v, o); }
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { NEEDV(); r = parse_int(a, v, 0, 1 << 24, &o->n_predict); }
         else if (!strcmp(a, "--chunk")) { NEEDV(); r = parse_int(a, v, 1, 1 << 16, &o->chunk); }
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { NEEDV(); r = parse_int(a, v, 1, 256, &o->threads); }
-        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) { NEEDV(); r = parse_int(a, v, 1, 1 << 20, &o->ctx); }
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) { NEEDV(); r = parse_int(a, v, 1, 1 << 30, &o->ctx); }
         else if (!strcmp(a, "--backend")) {
             NEEDV();
             if (!strcmp(v, "cpu")) o->backend = AK_BACKEND_CPU;
@@ -112,7 +116,8 @@ int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage) {
         else if (!strcmp(a, "--decode")) o->decode = true;
         else if (!strcmp(a, "--kv-f16")) o->kv = AK_KV_F16;
         else if (!strcmp(a, "--kv-f32")) o->kv = AK_KV_F32;
-        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = true;
+        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = o->print_prompt = true;
+        else if (!strcmp(a, "--print-prompt")) o->print_prompt = true;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); exit(0); }
         else { fprintf(stderr, "akunu: unknown option '%s'\n%s", a, usage); return 2; }
         if (r) return r;

@@ -9,6 +9,7 @@ static const char *usage =
     "  run      generate from a prompt (text or token ids)\n"
     "  chat     interactive chat (keeps the KV cache across turns)\n"
     "  tokenize print the token ids of a text\n"
+    "  detokenize  print the text of token ids\n"
     "  embed    sentence embeddings from an encoder model\n"
     "  perplexity  perplexity of a text file\n"
     "  logits   write float32 logits for every prompt position\n"
@@ -22,6 +23,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "logits")) return ak_cli_logits(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench")) return ak_cli_bench(argc - 1, argv + 1);
     if (!strcmp(argv[1], "tokenize")) return ak_cli_tokenize(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "detokenize")) return ak_cli_detokenize(argc - 1, argv + 1);
     if (!strcmp(argv[1], "chat")) return ak_cli_chat(argc - 1, argv + 1);
     if (!strcmp(argv[1], "embed")) return ak_cli_embed(argc - 1, argv + 1);
     if (!strcmp(argv[1], "perplexity")) return ak_cli_perplexity(argc - 1, argv + 1);

@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *usage = "usage: akunu perplexity -m FILE -f TEXT_FILE [-c CTX (default 512)] [--chunk N] [-t THREADS]\n";
+static const char *usage =
+    "usage: akunu perplexity -m FILE -f TEXT_FILE [-c CTX (default 512)] [--chunks N (score the first N windows)]\n"
+    "                        [--chunk N (prefill chunk)] [-t THREADS]\n";
 
 static char *slurp(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
@@ -43,6 +45,7 @@ int ak_cli_perplexity(int argc, char **argv) {
     int32_t *ids = ak_cli_tokens(m, text, true, false, &n);
     float *logits = malloc((size_t)C * V * sizeof(float));
     int n_win = n / C;
+    if (o.chunks && o.chunks < n_win) n_win = o.chunks;
     if (!ids || !logits) { rc = 1; goto done; }
     if (n_win < 1) { fprintf(stderr, "akunu: the text has %d tokens; perplexity needs at least one window of %d\n", n, C); rc = 1; goto done; }
     fprintf(stderr, "perplexity: %d tokens, %d windows of %d, scoring positions %d..%d of each\n", n, n_win, C, C / 2, C - 1);

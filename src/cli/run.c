@@ -8,7 +8,8 @@
 
 static const char *usage =
     "usage: akunu run -m FILE (-p TEXT | --prompt-ids ID,ID,...) [-n N] [options]\n"
-    "  -p TEXT            prompt text (wrapped in the model's chat template unless --raw)\n"
+    "  -p TEXT            prompt text (wrapped in the model's chat template unless --raw;\n"
+    "                     --no-bos: no BOS before a raw prompt; -v or --print-prompt shows it)\n"
     "  --prompt-ids IDS   prompt as token ids; --print-ids prints the generated ids\n"
     "  -n N               tokens to generate (default 256)\n"
     "  --greedy | --temp T --top-k K --top-p P --min-p P --repeat-penalty R --presence-penalty P\n"
@@ -37,9 +38,10 @@ static int run_text(const ak_cli_opts *o, ak_model *m, ak_session *s) {
     char *text = prompt_text(m, o->prompts[0], o->raw, &templated);
     int n = 0, rc = 1;
     /* a rendered template already holds the BOS text; parse its special tokens */
-    int32_t *ids = text ? ak_cli_tokens(m, text, !templated, templated, &n) : NULL;
+    int32_t *ids = text ? ak_cli_tokens(m, text, !templated && !o->no_bos, templated, &n) : NULL;
     ak_err err = {{0}};
     if (!ids) goto done;
+    if (o->print_prompt) fprintf(stderr, "akunu: the prompt (%d tokens%s):\n%s\n", n, templated ? ", chat template" : "", text);
     if (n == 0) { fprintf(stderr, "akunu: the prompt is empty\n"); goto done; }
     if (n >= ak_session_n_ctx(s)) {
         fprintf(stderr, "akunu: the prompt is %d tokens; the context holds %d (raise -c)\n", n, ak_session_n_ctx(s));

@@ -1,11 +1,15 @@
 /* akunu tokenize: the ids the model's tokenizer gives a text (with BOS/EOS as the file
- * says and special-token text recognised); --pieces prints each id with its text. */
+ * says and special-token text recognised, unless --no-bos / --no-special / --raw);
+ * --pieces prints each id with its text. */
 #include "cli.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *usage = "usage: akunu tokenize -m FILE -p TEXT [--raw (no BOS/EOS, no special tokens)] [--pieces]\n";
+static const char *usage =
+    "usage: akunu tokenize -m FILE -p TEXT [--no-bos] [--no-special] [--raw] [--pieces]\n"
+    "  --no-bos      add no BOS/EOS      --no-special  special-token text (<|im_start|>) stays text\n"
+    "  --raw         both                --pieces      one line per id with its text\n";
 
 int ak_cli_tokenize(int argc, char **argv) {
     bool pieces = false;
@@ -19,7 +23,7 @@ int ak_cli_tokenize(int argc, char **argv) {
     ak_err err = {{0}};
     if (ak_model_load(o.model, &m, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); return 1; }
     int n = 0;
-    int32_t *ids = ak_cli_tokens(m, o.prompts[0], !o.raw, !o.raw, &n);
+    int32_t *ids = ak_cli_tokens(m, o.prompts[0], !(o.raw || o.no_bos), !(o.raw || o.no_special), &n);
     if (!ids) rc = 1;
     for (int i = 0; ids && i < n; i++) {
         if (!pieces) { printf(i ? ",%d" : "%d", ids[i]); continue; }

@@ -45,19 +45,10 @@ ak_status ak_session_create_ex(ak_model *m, const ak_session_params *pp, bool un
     if (p.kv_type != AK_KV_F32 && p.kv_type != AK_KV_F16 && p.kv_type != AK_KV_AUTO)
         return ak_fail(err, AK_ERR_ARG, "session: unknown KV cache type %d", (int)p.kv_type);
     if (p.n_ctx == 0) p.n_ctx = m->cfg.n_ctx_train < 4096 ? m->cfg.n_ctx_train : 4096;
-    if (p.n_ctx > (1 << 20)) return ak_fail(err, AK_ERR_ARG, "session: context %d is too large", p.n_ctx);
     if (p.chunk == 0) p.chunk = 512;
     if (p.chunk > p.n_ctx || m->arch->encoder) p.chunk = p.n_ctx; /* non-causal: the whole input in one chunk */
-    ak_session *s = calloc(1, sizeof *s);
-    if (!s) return ak_fail(err, AK_ERR_NOMEM, "out of memory");
-    if (!(s->ids = malloc((size_t)p.n_ctx * sizeof *s->ids))) { free(s); return ak_fail(err, AK_ERR_NOMEM, "out of memory"); }
-    s->m = m;
-    s->p = p;
-    ak_status st;
     bool cuda = p.backend == AK_BACKEND_CUDA || (p.backend == AK_BACKEND_AUTO && ak_backend_cuda_present());
-    st = cuda ? ak_backend_cuda_create(&s->be, err) : ak_backend_cpu_create(p.n_threads, &s->be, err);
-    if (st) { free(s->ids); free(s); return st; }
-    if (p.kv_type == AK_KV_AUTO) s->p.kv_type = p.kv_type = cuda ? AK_KV_F16 : AK_KV_F32;
+    if (p.kv_type == AK_KV_AUTO) p.kv_type = cuda ? AK_KV_F16 : AK_KV_F32;
     ak_build_opts od = {.prefill = false, .rows = 1, .max_seq = p.n_ctx, .kv_f16 = p.kv_type == AK_KV_F16,
                           .unfused = unfused};
     ak_build_opts op = od;
@@ -67,6 +58,28 @@ ak_status ak_session_create_ex(ak_model *m, const ak_session_params *pp, bool un
     size_t sz[AK_BUF_COUNT];
     ak_build_buf_sizes(m, &op, sz);
     if (!p.logits_all) sz[AK_BUF_LOGITS] = (size_t)m->cfg.vocab * sizeof(float);
+    double kv_gb = (double)sz[AK_BUF_KV] / 1e9, act_gb = -kv_gb;
+    for (int i = 1; i < AK_BUF_COUNT; i++) act_gb += (double)sz[i] / 1e9;
+    if (p.n_ctx > (1 << 20))
+        return ak_fail(err, AK_ERR_ARG, "session: a context of %d positions needs %.1f GB of KV cache; at most %d positions are supported",
+                       p.n_ctx, kv_gb, 1 << 20);
+    ak_session *s = calloc(1, sizeof *s);
+    if (!s) return ak_fail(err, AK_ERR_NOMEM, "out of memory");
+    if (!(s->ids = malloc((size_t)p.n_ctx * sizeof *s->ids))) { free(s); return ak_fail(err, AK_ERR_NOMEM, "out of memory"); }
+    s->m = m;
+    s->p = p;
+    ak_status st = cuda ? ak_backend_cuda_create(&s->be, err) : ak_backend_cpu_create(p.n_threads, &s->be, err);
+    if (st) { free(s->ids); free(s); return st; }
+    /* ask before allocating: a context too large for memory fails here with its size,
+     * never later in the OOM killer once the cache fills */
+    double need_gb = kv_gb + act_gb + (s->be->weights_copied ? (double)m->weights_size / 1e9 : 0);
+    double avail_gb = (double)s->be->mem_available(s->be) / 1e9;
+    if (need_gb > avail_gb) {
+        st = ak_fail(err, AK_ERR_NOMEM, "session: a context of %d positions needs %.2f GB (KV cache %.2f GB, buffers %.2f GB%s), "
+                     "more than the %.2f GB of %s memory available: use a smaller context", p.n_ctx, need_gb, kv_gb, act_gb,
+                     s->be->weights_copied ? ", weights" : "", avail_gb, s->be->name);
+        goto fail;
+    }
     if ((st = alloc_bufs(s, sz, err))) goto fail;
     if ((st = ak_table_build(m, &op, &s->prefill, err))) goto fail;
     if ((st = s->be->encode(s->be, &s->prefill, s->bufs, &s->enc_prefill, err))) goto fail;

@@ -34,6 +34,24 @@ check "bench --json names the KV cache type" '[ $(grep -c "\"kv\": \"f32\"" "$tm
 "$bin" bench -m "$fx/bert/bert-f16.gguf" -t 1 --bandwidth >"$tmp/o" 2>"$tmp/e"; rc=$?
 check "bench --bandwidth on an encoder (rc=$rc)" '[ $rc -eq 0 ] && grep -q "read bandwidth" "$tmp/o"'
 
+# tokenize / detokenize: --no-bos drops BOS, --no-special keeps special-token text as text,
+# --raw does both; detokenize gives the text back, control tokens with --special
+ll="$fx/llama/llama-f32.gguf"
+with=$("$bin" tokenize -m "$ll" -p "Hello world")
+without=$("$bin" tokenize -m "$ll" -p "Hello world" --no-bos)
+check "tokenize adds BOS, --no-bos does not ($with / $without)" '[ "$with" = "1,$without" ]'
+check "--raw has no BOS either" '[ "$("$bin" tokenize -m "$ll" -p "Hello world" --raw)" = "$without" ]'
+check "<s> parses as BOS" '[ "$("$bin" tokenize -m "$ll" -p "<s>x" --no-bos | cut -d, -f1)" = 1 ]'
+check "--no-special keeps <s> as text" '[ "$("$bin" tokenize -m "$ll" -p "<s>x" --no-bos --no-special | cut -d, -f1)" != 1 ]'
+check "detokenize gives the text back" '[ "$("$bin" detokenize -m "$ll" --ids "$with")" = "Hello world" ]'
+check "detokenize --special shows BOS (and the space it stands before, as HF does)" '[ "$("$bin" detokenize -m "$ll" --ids "$with" --special)" = "<s> Hello world" ]'
+"$bin" run -m "$ll" -p "Hello" -n 2 --greedy -v >/dev/null 2>"$tmp/v"
+check "run -v shows the prompt as rendered" 'grep -q "^akunu: the prompt (" "$tmp/v" && grep -qx "Hello" "$tmp/v"'
+"$bin" perplexity -m "$ll" -f "$(dirname "$0")/../data/ppl/botchan.txt" -c 16 --chunks 3 >"$tmp/p" 2>"$tmp/pe"
+check "perplexity --chunks 3 scores three windows" 'grep -q ", 3 windows of 16" "$tmp/pe" && grep -q "^PPL = " "$tmp/p"'
+"$bin" run -m "$ll" --prompt-ids 1 -n 1 -c 10000000 >/dev/null 2>"$tmp/e"; rc=$?
+check "a context too large names the bytes it needs (rc=$rc)" '[ $rc -eq 1 ] && grep -q "needs [0-9.]* GB" "$tmp/e"'
+
 # bad input: non-zero exit, a message, no crash (exit codes >= 128 are signals)
 bad() {
   local what=$1; shift
@@ -52,6 +70,8 @@ bad "prompt longer than context" "$bin" run -m "$fx/llama/llama-f32.gguf" --prom
 bad "logits without -o" "$bin" logits -m "$fx/llama/llama-f32.gguf" --prompt-ids 1
 bad "logits to unwritable path" "$bin" logits -m "$fx/llama/llama-f32.gguf" --prompt-ids 1 -o /nonexistent/dir/x.f32
 bad "unknown command" "$bin" frobnicate
+bad "detokenize without ids" "$bin" detokenize -m "$fx/llama/llama-f32.gguf"
+bad "detokenize an id outside the vocabulary" "$bin" detokenize -m "$fx/llama/llama-f32.gguf" --ids 1,512
 bad "unknown option" "$bin" run -m "$fx/llama/llama-f32.gguf" --bogus
 bad "bench depth not a count" "$bin" bench -m "$fx/llama/llama-f32.gguf" -d x
 

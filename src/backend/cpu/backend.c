@@ -7,6 +7,7 @@
 #include "backend/cpu/threadpool.h"
 #include "backend/cpu/panel.h"
 #include "core/err.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -262,6 +263,20 @@ static ak_status cpu_bandwidth(ak_backend *b, double *gbps, ak_err *err) {
     return *gbps > 0 ? AK_OK : ak_fail(err, AK_ERR_NOMEM, "cpu: cannot allocate the bandwidth test buffer");
 }
 
+/* MemAvailable from /proc/meminfo (what can be allocated without swapping), else the free pages. */
+static uint64_t cpu_mem_available(ak_backend *b) {
+    (void)b;
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    if (kb) return (uint64_t)kb * 1024;
+    long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : UINT64_MAX;
+}
+
 static void cpu_destroy(ak_backend *b) {
     cpu_backend *cb = (cpu_backend *)b;
     ak_pool_free(cb->pool);
@@ -293,6 +308,7 @@ ak_status ak_backend_cpu_create(int n_threads, ak_backend **out, ak_err *err) {
     b->encoded_free = cpu_encoded_free;
     b->run = cpu_run;
     b->read_bandwidth = cpu_bandwidth;
+    b->mem_available = cpu_mem_available;
     b->destroy = cpu_destroy;
     *out = b;
     return AK_OK;

@@ -667,6 +667,13 @@ static ak_status cu_bandwidth(ak_backend *b, double *gbps, ak_err *err) {
     return *gbps > 0 ? AK_OK : ak_fail(err, AK_ERR_NOMEM, "cuda: cannot allocate the bandwidth test buffer");
 }
 
+static uint64_t cu_mem_available(ak_backend *b) {
+    (void)b;
+    size_t free_b = 0, total = 0;
+    if (cudaMemGetInfo(&free_b, &total) != cudaSuccess) { cudaGetLastError(); return UINT64_MAX; }
+    return free_b;
+}
+
 static void cu_destroy(ak_backend *b) {
     cuda_backend *cb = (cuda_backend *)b;
     if (!cb) return;
@@ -740,6 +747,8 @@ ak_status ak_backend_cuda_create(ak_backend **out, ak_err *err) {
     b->encoded_free = cu_encoded_free;
     b->run = cu_run;
     b->read_bandwidth = cu_bandwidth;
+    b->mem_available = cu_mem_available;
+    b->weights_copied = true;
     b->destroy = cu_destroy;
     *out = b;
     return AK_OK;

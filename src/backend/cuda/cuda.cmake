@@ -25,7 +25,8 @@ if(AKUNU_CUDA AND CMAKE_CUDA_COMPILER)
   # host code of the .cu files: the project's warnings, as errors
   target_compile_options(akunu_obj PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Werror --Werror=all-warnings -lineinfo>)
-  list(APPEND AKUNU_LINK CUDA::cudart_static CUDA::cublas)
+  # stdc++: the host side of the .cu files, for programs that link the static library as C
+  list(APPEND AKUNU_LINK CUDA::cudart_static CUDA::cublas stdc++)
   set(AKUNU_HAVE_CUDA ON)
   message(STATUS "akunu: CUDA backend enabled (architectures ${CMAKE_CUDA_ARCHITECTURES})")
 else()
