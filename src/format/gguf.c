@@ -172,8 +172,10 @@ static ak_status parse(ak_gguf *g, ak_err *err) {
         return AK_ERR_FORMAT;
     const ak_gguf_kv *al = ak_gguf_find(g, "general.alignment");
     if (al) {
-        if (al->type != AK_GGUF_U32 || al->v.u == 0 || (al->v.u & (al->v.u - 1)))
-            return ak_fail(err, AK_ERR_FORMAT, "gguf: general.alignment must be a power-of-two u32");
+        /* the spec: a multiple of 8; below that, F32 tensors (norm vectors the kernels read
+         * as floats) could start at unaligned addresses */
+        if (al->type != AK_GGUF_U32 || al->v.u < 8 || (al->v.u & (al->v.u - 1)))
+            return ak_fail(err, AK_ERR_FORMAT, "gguf: general.alignment must be a power-of-two u32 of at least 8");
         g->alignment = al->v.u;
     }
 

@@ -401,6 +401,7 @@ static void hostile_files(void) {
     /* alignment */
     const struct { const char *label; uint32_t type; uint64_t v; } al[] = {
         {"alignment 0", AK_GGUF_U32, 0}, {"alignment 3", AK_GGUF_U32, 3}, {"alignment 48", AK_GGUF_U32, 48},
+        {"alignment 1", AK_GGUF_U32, 1}, {"alignment 2", AK_GGUF_U32, 2}, {"alignment 4", AK_GGUF_U32, 4},
         {"alignment as u64", AK_GGUF_U64, 32}, {"alignment as i32", AK_GGUF_I32, 32}, {"alignment as f32", AK_GGUF_F32, 0},
         {"alignment as string", AK_GGUF_STRING, 0},
     };
