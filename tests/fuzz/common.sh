@@ -3,6 +3,8 @@
 # The fuzz configuration: clang, AKUNU_FUZZ (ASan + UBSan + coverage), CPU backend only.
 AK_FUZZ_BUILD=${AK_FUZZ_BUILD:-build-fuzz}
 AK_FUZZ_FLAGS=(-timeout=10 -rss_limit_mb=4096)
+# UBSan prints no stack unless asked; options set by the caller come later and win.
+export UBSAN_OPTIONS="print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 
 ak_fuzz_build() {
     if ! command -v clang >/dev/null; then
