@@ -33,8 +33,8 @@ static void touch_gguf(const ak_gguf *g) {
     }
 }
 
-/* ---- tokenizer and chat template: these names are about to change in the main tree
- * (the tokenizer/chat API is being renamed); keep every call to them in this block. ---- */
+/* The tokenizer and the chat template on their own (the model loads them too, but only
+ * when its weights are right). */
 static void tokenizer_and_chat(const ak_gguf *g) {
     ak_err err;
     ak_tokenizer *t;
@@ -43,7 +43,6 @@ static void tokenizer_and_chat(const ak_gguf *g) {
     ak_chat_template ct;
     if (ak_gguf_get_str(g, "tokenizer.chat_template", &tmpl)) sink ^= (uint8_t)ak_chat_detect(tmpl.ptr, tmpl.len, &ct, &err);
 }
-/* ---- end of the tokenizer/chat block ---- */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ak_gguf *g;
@@ -55,7 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (ak_model_from_gguf(g, &m, &err)) return 0; /* it closed g */
     /* the size queries walk every tensor the model bound (fuzz finding 1 was here) */
     sink ^= (uint8_t)(ak_model_decode_bytes(m) ^ ak_model_params(m) ^ ak_model_file_bytes(m));
-    sink ^= (uint8_t)(ak_model_vocab(m) ^ ak_model_dim(m) ^ ak_model_eos(m) ^ ak_model_is_encoder(m));
+    sink ^= (uint8_t)(ak_model_vocab(m) ^ ak_model_dim(m) ^ ak_token_eos(m) ^ ak_model_is_encoder(m));
     ak_model_free(m);
     return 0;
 }

@@ -81,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ak_err err;
     if (ak_model_load(dir, &m, &err)) return 0;
     sink ^= (uint8_t)(ak_model_decode_bytes(m) ^ ak_model_params(m) ^ ak_model_file_bytes(m));
-    sink ^= (uint8_t)(ak_model_vocab(m) ^ ak_model_dim(m) ^ ak_model_eos(m) ^ ak_model_is_encoder(m));
+    sink ^= (uint8_t)(ak_model_vocab(m) ^ ak_model_dim(m) ^ ak_token_eos(m) ^ ak_model_is_encoder(m));
     ak_model_free(m);
     return 0;
 }

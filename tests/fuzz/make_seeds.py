@@ -11,6 +11,10 @@ fuzz_safetensors: one tensor of every dtype, MLX-style packed weights, edge shap
 fuzz_json: config.json and index documents plus the corners of the grammar.
 fuzz_hf: Hugging Face folders in fuzz_hf.c's input layout (config.json, the marker line,
 model.safetensors, optionally the index) for llama, qwen2, qwen3 and MLX 2..8-bit.
+fuzz_tokenize, fuzz_detok: text and id sequences for each vocabulary of tests/fuzz/vocabs.h
+(byte 0 the vocabulary, byte 1 the flags): lines of the tokenizer corpus, special-token
+text, ids around the byte tokens and the ends of each vocabulary.
+fuzz_chat: conversations for every family (fuzz_chat.c's layout) and real template texts.
 
 Standard library only, and deterministic: a rerun rewrites the same bytes. It writes
 only files named seed-*, so inputs that `scripts/fuzz` merged into a corpus stay.
@@ -443,13 +447,60 @@ def json_seeds(hf):
     return s
 
 
+# Vocabulary sizes of tests/fuzz/vocabs.h, in its order: SmolLM2, llama fixture, gemma3
+# fixture, BERT fixture, Qwen2.5-Coder (ids past a size probe the range checks).
+VOCABS = [49152, 512, 512, 512, 151936]
+
+
+def text_seeds():
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "data", "tokenizer_corpus.txt"), "rb") as f:
+        lines = [l for l in f.read().split(b"\n") if l]
+    extra = [b"<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", b"<s>[INST] x [/INST]</s>",
+             b"<start_of_turn>user\n<end_of_turn>", b"[CLS] a [SEP] b [MASK]", b"\xf0\x9f\x98\x80" * 8,
+             b"a" * 300, b"\xe2\x96\x81\xe2\x96\x81x", b" \t\n\r\n  ", b"\xff\xfe\x80\xc3"]
+    s = {}
+    for i, text in enumerate(lines[::40] + extra):
+        v = i % len(VOCABS)
+        s["text-%02d" % i] = bytes([v, i % 4]) + text
+    return s
+
+
+def id_seeds():
+    s = {}
+    for v, n in enumerate(VOCABS):
+        for flags in (0, 1):
+            ids = [0, 1, 2, 3] + [rng.randrange(n) for _ in range(12)] + [n - 1, n, -1, 0xE2 + 3, 0x82 + 3, 0xAC + 3]
+            s["ids-%d-%d" % (v, flags)] = bytes([v, flags]) + b"".join(struct.pack("<i", i) for i in ids)
+    return s
+
+
+def chat_seeds():
+    here = os.path.dirname(os.path.abspath(__file__))
+    tdir = os.path.join(here, "..", "data", "chat_templates")
+    s = {}
+    for name in sorted(os.listdir(tdir)):
+        if name.endswith(".jinja"):
+            with open(os.path.join(tdir, name), "rb") as f:
+                s["template-" + name[:-6]] = f.read()
+    convs = [[(0, "Be brief."), (1, "Hi"), (2, "Hello!"), (1, "  more\n")],
+             [(1, "Weather?"), (2, "<think>\nhm\n</think>\n\nChecking."), (3, '{"t": 21}'), (3, "x\u0001\"\\"), (1, "ok")],
+             [(1, "a"), (1, "b")], [(0, "s")], [(4, "py"), (2, "")]]
+    for fam in range(7):
+        for k, conv in enumerate(convs):
+            body = b"".join(bytes([r]) + b"\0" + c.encode() + b"\0" for r, c in conv)
+            s["conv-%d-%d" % (fam, k)] = bytes([fam, (fam * 5 + k) % 32]) + body
+    return s
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
     hf = hf_seeds()
     sts = safetensors_seeds()
     sts.update({"hf-" + k: v.split(SEP_ST)[1].split(SEP_IDX)[0] for k, v in hf.items()})
     sets = {"fuzz_gguf": (gguf_seeds(), ".gguf"), "fuzz_safetensors": (sts, ".safetensors"),
-            "fuzz_json": (json_seeds(hf), ".json"), "fuzz_hf": (hf, ".bin")}
+            "fuzz_json": (json_seeds(hf), ".json"), "fuzz_hf": (hf, ".bin"),
+            "fuzz_tokenize": (text_seeds(), ".bin"), "fuzz_detok": (id_seeds(), ".bin"), "fuzz_chat": (chat_seeds(), ".bin")}
     for target, (seeds, ext) in sets.items():
         d = os.path.join(root, target)
         os.makedirs(d, exist_ok=True)
