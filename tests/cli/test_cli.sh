@@ -3,9 +3,7 @@
 # float32; bad input exits non-zero with a message and never crashes.
 set -u
 bin=$1 fx=$2
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-fail=0 checks=0
-check() { checks=$((checks+1)); if ! eval "$2"; then echo "FAIL: $1"; fail=$((fail+1)); fi; }
+. "$(dirname "$0")/checks.sh"
 
 ids=$(python3 -c "import json;print(','.join(map(str,json.load(open('$fx/manifest.json'))['prompt_ids'])))" 2>/dev/null ||
       sed -n '/"prompt_ids"/,/]/p' "$fx/manifest.json" | tr -d ' \n' | sed 's/.*\[//; s/\].*//')
@@ -53,12 +51,6 @@ check "perplexity --chunks 3 scores three windows" 'grep -q ", 3 windows of 16" 
 check "a context too large names the bytes it needs (rc=$rc)" '[ $rc -eq 1 ] && grep -q "needs [0-9.]* GB" "$tmp/e"'
 
 # bad input: non-zero exit, a message, no crash (exit codes >= 128 are signals)
-bad() {
-  local what=$1; shift
-  "$@" >"$tmp/o" 2>"$tmp/e"; local rc=$?
-  check "$what: exits non-zero (rc=$rc)" '[ $rc -ne 0 ] && [ $rc -lt 128 ]'
-  check "$what: says why" '[ -s "$tmp/e" ]'
-}
 bad "missing model" "$bin" run -m "$tmp/none.gguf" --prompt-ids 1 -n 1
 bad "not a gguf" "$bin" run -m "$fx/manifest.json" --prompt-ids 1 -n 1
 head -c 5000 "$fx/llama/llama-f32.gguf" > "$tmp/trunc.gguf"
@@ -75,5 +67,4 @@ bad "detokenize an id outside the vocabulary" "$bin" detokenize -m "$fx/llama/ll
 bad "unknown option" "$bin" run -m "$fx/llama/llama-f32.gguf" --bogus
 bad "bench depth not a count" "$bin" bench -m "$fx/llama/llama-f32.gguf" -d x
 
-echo "$((checks-fail)) passed, $fail failed"
-[ $fail -eq 0 ]
+done_checks

@@ -6,9 +6,7 @@
 set -u
 bin=$1 models=$2 src=$3
 sm=$models/SmolLM2-135M-Instruct.Q4_1.gguf em=$models/all-MiniLM-L6-v2-f32.gguf
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-fail=0 checks=0
-check() { checks=$((checks+1)); if ! eval "$2"; then echo "FAIL: $1"; fail=$((fail+1)); fi; }
+. "$(dirname "$0")/checks.sh"
 for f in "$sm" "$em"; do [ -f "$f" ] || { echo "FAIL: $f missing: run scripts/get-model all"; exit 1; }; done
 stats='^\[prompt [0-9]+ tokens, prefill [0-9.]+ tok/s \| generated [0-9]+ tokens, decode [0-9.]+ tok/s\]$'
 
@@ -62,15 +60,8 @@ check "embed text: two lines of 384 numbers" '[ "$("$bin" embed -m "$em" -p a -p
 ppl=$("$bin" perplexity -m "$sm" -f "$src/tests/data/ppl/botchan.txt" -c 256 2>/dev/null | sed -nE 's/^PPL = ([0-9.]+).*/\1/p')
 check "perplexity prints PPL ($ppl)" '[ -n "$ppl" ] && awk -v p="$ppl" "BEGIN { exit !(p > 15 && p < 60) }"'
 
-bad() {
-  local what=$1; shift
-  "$@" >"$tmp/o" 2>"$tmp/e"; local rc=$?
-  check "$what: exits non-zero (rc=$rc)" '[ $rc -ne 0 ] && [ $rc -lt 128 ]'
-  check "$what: says why" '[ -s "$tmp/e" ]'
-}
 bad "run -p on an encoder" "$bin" run -m "$em" -p "hello" -n 4
 bad "embed with a decoder" "$bin" embed -m "$sm" -p "hello"
 bad "perplexity of a missing file" "$bin" perplexity -m "$sm" -f "$tmp/none.txt"
 
-echo "$((checks-fail)) passed, $fail failed"
-[ $fail -eq 0 ]
+done_checks

@@ -6,9 +6,7 @@
 #   test_install.sh BUILD_DIR SOURCE_DIR AKUNU_BIN MODEL [EXTRA_CFLAGS]
 set -u
 build=$1 src=$2 bin=$3 model=$4 cflags=${5:-}
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-fail=0 checks=0
-check() { checks=$((checks+1)); if ! eval "$2"; then echo "FAIL: $1"; fail=$((fail+1)); fi; }
+. "$(dirname "$0")/../cli/checks.sh"
 q="What is the capital of France?"
 
 [ -f "$model" ] || { echo "FAIL: $model missing: run scripts/get-model"; exit 1; }
@@ -44,5 +42,4 @@ check "it links no shared akunu" '! ldd "$tmp/proj/build/simple" | grep -q "liba
 "$tmp/proj/build/simple" "$model" "$q" > "$tmp/c.txt" 2> "$tmp/c.err"
 check "simple (find_package) answers the same" 'cmp -s "$tmp/c.txt" "$tmp/b.txt"'
 
-echo "$((checks-fail)) passed, $fail failed"
-[ $fail -eq 0 ]
+done_checks
