@@ -28,7 +28,7 @@ int main(int argc, char **argv) {
     if (ak_model_load(argv[1], &model, &err)) goto fail;
 
     /* the question as the model's chat template wants it; a base model takes it as it is */
-    ak_chat_message msg = {"user", argv[2]};
+    ak_chat_message msg = {.role = "user", .content = argv[2]};
     bool templated = ak_chat_render(model, &msg, 1, true, &prompt, &err) == AK_OK;
     if (!templated) {
         if (!(prompt = malloc(strlen(argv[2]) + 1))) goto fail;

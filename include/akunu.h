@@ -122,7 +122,10 @@ AK_API void ak_detokenizer_free(ak_detokenizer *d);
  * Jinja template renders it. Roles: system, user, assistant, tool. */
 typedef struct {
     const char *role;
-    const char *content;
+    const char *content;      /* may be NULL in an assistant message that only calls tools */
+    const char *tool_calls;   /* assistant: the calls it made, a JSON array of OpenAI's
+                                 {"type": "function", "function": {"name", "arguments"}} (or
+                                 bare {"name", "arguments"}); arguments an object or a string of one */
 } ak_chat_message;
 
 /* The raw template text of the file (NUL-terminated), or NULL when it has none. */
@@ -139,6 +142,25 @@ AK_API ak_status ak_model_set_chat_template(ak_model *m, const char *name_or_tex
  * not alternate, a role the family lacks). */
 AK_API ak_status ak_chat_render(const ak_model *m, const ak_chat_message *msgs, int n, bool add_generation_prompt,
                          char **out, ak_err *err);
+
+/* As ak_chat_render, with tool definitions: tools is a JSON array of OpenAI's tool
+ * objects, listed the way the family's template lists them (ChatML / Qwen 2.5 and the
+ * Hermes-style ChatML models, Qwen3, Llama 3.1+); other families: AK_ERR_UNSUPPORTED. */
+AK_API ak_status ak_chat_render_tools(const ak_model *m, const ak_chat_message *msgs, int n, const char *tools,
+                                      bool add_generation_prompt, char **out, ak_err *err);
+
+/* A tool call found in a reply: the function's name, and its arguments as JSON object text. */
+typedef struct {
+    char *name;
+    char *arguments;
+} ak_chat_call;
+/* The tool calls a reply makes, in the model's family's format (<tool_call> blocks for
+ * ChatML and Qwen, a {"name", "parameters"} reply for Llama 3.1+). *content receives the
+ * rest of the reply and *calls the calls (both malloc'd; free the calls with
+ * ak_chat_calls_free). A call that does not parse stays in the content. */
+AK_API ak_status ak_chat_parse_calls(const ak_model *m, const char *text, size_t len, ak_chat_call **calls, int *n_calls,
+                                     char **content, ak_err *err);
+AK_API void ak_chat_calls_free(ak_chat_call *calls, int n);
 
 /* ---- Sessions: the KV cache, the dispatch tables and a backend ---------------------- */
 

@@ -17,6 +17,8 @@ Output, per template T (tests/data/chat_templates/T.jinja), conversation C and
 generation prompt G (gen / nogen):
   T.C.G.txt   the rendered text, byte for byte
   T.C.G.err   the template raised (its message), the renderer must fail too
+  T.C.G.skip  no reference: tools for a ChatML template that has none (akunu writes them
+              the Hermes / Qwen 2.5 way; test_chat.c checks that apart)
 plus conversations.txt (the conversations) and manifest.txt (template -> family,
 bos, eos), which tests/model/test_chat.c reads.
 """
@@ -64,6 +66,26 @@ CONVERSATIONS = [
     ("tool", [(S, "You can call tools."), (U, "Weather in Paris?"), (A, "Let me check."), (T, '{"temp": 21}'),
               (T, '{"rain": false, "note": "tab\there \\ \"q\""}'), (U, "Thanks")]),
     ("tool_last", [(U, "Weather?"), (A, "Checking."), (T, "sunny\n\u0001")]),
+    # tool definitions and calls (the call's arguments as an object, as llama.cpp's server
+    # hands them to the template after reading OpenAI's string)
+    ("tools_call", [(S, "You are a helpful assistant with tools."), (U, "Weather in Paris?"),
+                    (A, "", [{"type": "function", "function": {"name": "get_weather",
+                                                               "arguments": {"city": "Paris", "unit": "celsius"}}}]),
+                    (T, '{"temp": 21.5}'), (U, "Thanks")], "TOOLS"),
+    ("tools_first", [(U, "  What is 2+2?  ")], "TOOLS"),
+    ("calls_no_tools", [(U, "Time?"), (A, "Let me look.", [{"type": "function", "function": {"name": "clock", "arguments": {
+                            "tz": "UTC", "n": [1, 2.5, True, None, 1e-07, 1e+16, -0.0]}}}]),
+                        (T, "12:00"), (U, "ok")]),
+]
+
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city. Résumé: °C",
+                                      "parameters": {"type": "object", "properties": {
+                                          "city": {"type": "string", "description": "the \"city\""},
+                                          "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                                          "required": ["city"]}}},
+    {"type": "function", "function": {"name": "clock", "description": "The time", "parameters": {
+        "type": "object", "properties": {}, "required": []}}},
 ]
 
 
@@ -91,32 +113,51 @@ def write(path, text):
 def main():
     os.makedirs(OUT, exist_ok=True)
     for name in os.listdir(OUT):
-        if name.endswith((".txt", ".err")):
+        if name.endswith((".txt", ".err", ".skip")):
             os.remove(os.path.join(OUT, name))
     env = make_env()
     conv_lines = []
-    for cname, msgs in CONVERSATIONS:
+    for cname, msgs, *tools in CONVERSATIONS:
         conv_lines.append("conv " + cname)
-        conv_lines += ["%s %s" % (role, escape(content)) for role, content in msgs]
+        if tools:
+            conv_lines.append("tools " + escape(json.dumps(TOOLS, ensure_ascii=False)))
+        for m in msgs:
+            conv_lines.append("%s %s" % (m[0], escape(m[1])))
+            if len(m) > 2:
+                conv_lines.append("calls " + escape(json.dumps(m[2], ensure_ascii=False)))
     write(os.path.join(OUT, "conversations.txt"), "\n".join(conv_lines) + "\n")
 
     manifest = ["# template-stem family bos eos (tools/gen_chat_refs.py)"]
     count = 0
     for stem, (family, bos, eos) in FAMILIES.items():
         with open(os.path.join(TEMPLATES, stem + ".jinja"), encoding="utf-8") as f:
-            tmpl = env.from_string(f.read())
+            tmpl_text = f.read()
+        tmpl = env.from_string(tmpl_text)
         manifest.append("%s %s %s %s" % (stem, family, bos, eos))
-        for cname, msgs in CONVERSATIONS:
-            messages = [{"role": r, "content": c} for r, c in msgs]
+        # the families whose tools akunu renders (others: refused, since most of their
+        # templates would drop them silently)
+        has_tools = "tools" in tmpl_text and family in ("chatml", "qwen3", "llama3")
+        for cname, msgs, *tools in CONVERSATIONS:
+            messages = [dict({"role": m[0], "content": m[1]}, **({"tool_calls": m[2]} if len(m) > 2 else {})) for m in msgs]
+            calls = any(len(m) > 2 for m in msgs)
             for gen in (True, False):
                 base = os.path.join(OUT, "%s.%s.%s" % (stem, cname, "gen" if gen else "nogen"))
+                count += 1
+                # Where the template knows no tools, Jinja drops them silently; akunu writes
+                # ChatML's the Hermes / Qwen way (no reference: test_chat checks it apart) and
+                # refuses tools in the other families.
+                if (tools or calls) and not has_tools and family == "chatml":
+                    write(base + ".skip", "the template has no tools; akunu writes them the Hermes / Qwen 2.5 way\n")
+                    continue
+                if tools and not has_tools:
+                    write(base + ".err", "akunu refuses tools that this template would drop\n")
+                    continue
                 try:
-                    text = tmpl.render(messages=messages, tools=None, add_generation_prompt=gen,
+                    text = tmpl.render(messages=messages, tools=TOOLS if tools else None, add_generation_prompt=gen,
                                        bos_token=bos, eos_token=eos)
                     write(base + ".txt", text)
                 except jinja2.exceptions.TemplateError as e:
                     write(base + ".err", str(e) + "\n")
-                count += 1
     write(os.path.join(OUT, "manifest.txt"), "\n".join(manifest) + "\n")
     print("%d references in %s" % (count, OUT))
     return 0

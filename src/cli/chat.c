@@ -93,7 +93,7 @@ int ak_cli_chat(int argc, char **argv) {
     if (!ak_model_chat_family(m)) {
         ak_err err = {{0}};
         char *probe = NULL;
-        ak_chat_message hi = {"user", "hi"};
+        ak_chat_message hi = {.role = "user", .content = "hi"};
         ak_chat_render(m, &hi, 1, true, &probe, &err);   /* for the reason it fails */
         free(probe);
         if (ak_model_chat_template(m)) fprintf(stderr, "akunu: %s; using ChatML\n", err.msg);

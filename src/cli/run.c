@@ -23,7 +23,7 @@ static char *prompt_text(const ak_model *m, const char *user, bool raw, bool *te
     *templated = false;
     if (raw) return strdup(user);
     ak_err err = {{0}};
-    ak_chat_message msg = {"user", user};
+    ak_chat_message msg = {.role = "user", .content = user};
     char *out = NULL;
     if (ak_chat_render(m, &msg, 1, true, &out, &err) == AK_OK) {
         *templated = true;

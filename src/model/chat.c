@@ -2,8 +2,9 @@
  * formatter per family, matching the Jinja templates byte for byte on plain
  * system/user/assistant/tool conversations (tests/data/chat_refs, tools/gen_chat_refs.py). */
 #include "model/chat.h"
+#include "model/pyjson.h"
 #include <stdint.h>
-#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "core/err.h"
 
@@ -111,17 +112,9 @@ ak_status ak_chat_detect(const char *s, size_t n, ak_chat_template *out, ak_err 
 
 /* ---- rendering ---------------------------------------------------------------- */
 
-typedef struct {
-    char *buf;
-    size_t cap, len;
-} writer;
-
-static void put(writer *w, const char *s, size_t n) {
-    if (w->buf && w->len + n < w->cap) memcpy(w->buf + w->len, s, n);
-    w->len += n;
-}
-
-static void puts_(writer *w, const char *s) { put(w, s, strlen(s)); }
+typedef ak_sbuf writer;
+#define put ak_sbuf_put
+#define puts_ ak_sbuf_puts
 
 typedef struct { const char *p; size_t n; } span;
 
@@ -215,12 +208,90 @@ static void tool_response(writer *w, const ak_chat_message *m, int n, int i) {
     if (i == n - 1 || !is(m[i + 1].role, "tool")) puts_(w, "<|im_end|>\n");
 }
 
+/* ---- tools: the definitions, and the calls of assistant turns, parsed once a render */
+
+typedef struct {
+    const ak_json *tools;        /* a non-empty array, or NULL */
+    const ak_json **calls;       /* per message: a non-empty tool_calls array, or NULL */
+} tooling;
+
+/* A call's name and arguments, inside OpenAI's {"type", "function": {...}} or bare. */
+static bool call_parts(const ak_json *c, const ak_json **name, const ak_json **args) {
+    const ak_json *f = ak_json_get(c, "function");
+    if (f) c = f;
+    *name = ak_json_get(c, "name");
+    *args = ak_json_get(c, "arguments");
+    return *name && (*name)->type == AK_JSON_STR && *args &&
+           ((*args)->type == AK_JSON_OBJ || (*args)->type == AK_JSON_STR);
+}
+
+/* Arguments as the templates' tojson writes an object: OpenAI sends them as a string of
+ * JSON, which is read first (as llama.cpp's server does), so both forms render alike. */
+static ak_status put_args(writer *w, const ak_json *args, ak_err *err) {
+    if (args->type == AK_JSON_OBJ) {
+        ak_pyjson_dump(w, args, 0);
+        return AK_OK;
+    }
+    ak_json_doc *d;
+    if (ak_json_parse(args->s, args->len, &d, err)) return ak_fail(err, AK_ERR_ARG, "chat: tool call arguments are not JSON: %s", err ? err->msg : "");
+    ak_pyjson_dump(w, ak_json_root(d), 0);
+    ak_json_free(d);
+    return AK_OK;
+}
+
+/* <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call> (Qwen 2.5 / 3, Hermes) */
+static ak_status put_tool_call(writer *w, const ak_json *c, ak_err *err) {
+    const ak_json *name, *args;
+    if (!call_parts(c, &name, &args)) return ak_fail(err, AK_ERR_ARG, "chat: a tool call needs a name and arguments");
+    puts_(w, "<tool_call>\n{\"name\": \"");
+    put(w, name->s, name->len);
+    puts_(w, "\", \"arguments\": ");
+    ak_status st = put_args(w, args, err);
+    puts_(w, "}\n</tool_call>");
+    return st;
+}
+
+/* The tool definitions one a line, as Qwen's system turn lists them. */
+static void qwen_tools(writer *w, const ak_json *tools) {
+    puts_(w, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+             "You are provided with function signatures within <tools></tools> XML tags:\n<tools>");
+    for (const ak_json *t = tools->child; t; t = t->next) {
+        puts_(w, "\n");
+        ak_pyjson_dump(w, t, 0);
+    }
+    puts_(w, "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+             "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+             "<args-json-object>}\n</tool_call><|im_end|>\n");
+}
+
+/* ChatML: Qwen 2.5's handling of tools, which Hermes-style ChatML models share; a
+ * template without tools of its own (SmolLM2's) gets the same. */
 static ak_status render_chatml(writer *w, const ak_chat_template *t, const ak_chat_message *m, int n,
-                               const ak_chat_opts *o) {
-    if (t->default_system[0] && !is(m[0].role, "system")) chatml_turn(w, "system", whole(t->default_system));
-    for (int i = 0; i < n; i++) {
-        if (t->tool_response && is(m[i].role, "tool")) tool_response(w, m, n, i);
-        else chatml_turn(w, m[i].role, whole(m[i].content));
+                               const ak_chat_opts *o, const tooling *tk, ak_err *err) {
+    bool sys = is(m[0].role, "system");
+    if (tk->tools) {
+        puts_(w, "<|im_start|>system\n");
+        puts_(w, sys ? m[0].content : t->default_system[0] ? t->default_system : "You are a helpful assistant.");
+        puts_(w, "\n\n");
+        qwen_tools(w, tk->tools);
+    } else if (t->default_system[0] && !sys) {
+        chatml_turn(w, "system", whole(t->default_system));
+    }
+    for (int i = tk->tools && sys ? 1 : 0; i < n; i++) {
+        if (t->tool_response && is(m[i].role, "tool")) {
+            tool_response(w, m, n, i);
+        } else if (tk->calls[i] && is(m[i].role, "assistant")) {
+            puts_(w, "<|im_start|>assistant");
+            if (m[i].content[0]) puts_(w, "\n"), puts_(w, m[i].content);
+            for (const ak_json *c = tk->calls[i]->child; c; c = c->next) {
+                puts_(w, "\n");
+                ak_status st = put_tool_call(w, c, err);
+                if (st) return st;
+            }
+            puts_(w, "<|im_end|>\n");
+        } else {
+            chatml_turn(w, m[i].role, whole(m[i].content));
+        }
     }
     if (o->add_generation_prompt) puts_(w, "<|im_start|>assistant\n");
     return AK_OK;
@@ -229,7 +300,15 @@ static ak_status render_chatml(writer *w, const ak_chat_template *t, const ak_ch
 /* Qwen3: assistant turns keep their <think> block only after the last user query; the
  * final assistant turn there always gets one (empty if it had none). */
 static ak_status render_qwen3(writer *w, const ak_chat_template *t, const ak_chat_message *m, int n,
-                              const ak_chat_opts *o) {
+                              const ak_chat_opts *o, const tooling *tk, ak_err *err) {
+    bool sys = is(m[0].role, "system");
+    if (tk->tools) {
+        puts_(w, "<|im_start|>system\n");
+        if (sys) puts_(w, m[0].content), puts_(w, "\n\n");
+        qwen_tools(w, tk->tools);
+    } else if (sys) {
+        chatml_turn(w, "system", whole(m[0].content));
+    }
     int last_query = n - 1;
     for (int i = n - 1; i >= 0; i--) {
         span c = whole(m[i].content);
@@ -238,7 +317,7 @@ static ak_status render_qwen3(writer *w, const ak_chat_template *t, const ak_cha
                     !memcmp(c.p + c.n - (sizeof te - 1), te, sizeof te - 1);
         if (is(m[i].role, "user") && !tool) { last_query = i; break; }
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = sys ? 1 : 0; i < n; i++) {
         if (t->tool_response && is(m[i].role, "tool")) {
             tool_response(w, m, n, i);
             continue;
@@ -273,6 +352,12 @@ static ak_status render_qwen3(writer *w, const ak_chat_template *t, const ak_cha
         } else {
             put_span(w, content);
         }
+        /* a newline before each call but a first that follows no content */
+        for (const ak_json *c = tk->calls[i] ? tk->calls[i]->child : NULL; c; c = c->next) {
+            if (c != tk->calls[i]->child || content.n) puts_(w, "\n");
+            ak_status st = put_tool_call(w, c, err);
+            if (st) return st;
+        }
         puts_(w, "<|im_end|>\n");
     }
     if (o->add_generation_prompt) {
@@ -280,22 +365,6 @@ static ak_status render_qwen3(writer *w, const ak_chat_template *t, const ak_cha
         if (o->disable_thinking) puts_(w, "<think>\n\n</think>\n\n");
     }
     return AK_OK;
-}
-
-/* Python's json.dumps(s, ensure_ascii=False): quotes, backslashes and control
- * characters escaped, everything else as it is. */
-static void put_json_string(writer *w, const char *s) {
-    puts_(w, "\"");
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        const char *e = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r" :
-                        c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
-        char u[8];
-        if (!e && c < 0x20) snprintf(u, sizeof u, "\\u%04x", c), e = u;
-        if (e) puts_(w, e);
-        else put(w, s, 1);
-    }
-    puts_(w, "\"");
 }
 
 static void llama3_turn(writer *w, const char *role, span content) {
@@ -306,29 +375,72 @@ static void llama3_turn(writer *w, const char *role, span content) {
     puts_(w, "<|eot_id|>");
 }
 
+/* Llama 3.1+ with tools: the definitions (indented JSON) and a fixed instruction open
+ * the first message after the system one, which the template takes as the user's. */
+static ak_status llama3_tools(writer *w, const ak_chat_message *m, int n, const ak_json *tools, ak_err *err) {
+    if (n == 0) return ak_fail(err, AK_ERR_ARG, "chat: Llama 3 puts the tools in the first user message, and there is none");
+    puts_(w, "<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond with a JSON "
+             "for a function call with its proper arguments that best answers the given prompt.\n\nRespond in the "
+             "format {\"name\": function name, \"parameters\": dictionary of argument name and its value}.Do not use "
+             "variables.\n\n");
+    for (const ak_json *t = tools->child; t; t = t->next) {
+        ak_pyjson_dump(w, t, 4);
+        puts_(w, "\n\n");
+    }
+    put_span(w, trim(whole(m[0].content)));
+    puts_(w, "<|eot_id|>");
+    return AK_OK;
+}
+
+/* Llama 3.1+: one call a turn, {"name": NAME, "parameters": ARGS}. */
+static ak_status llama3_call(writer *w, const ak_json *calls, ak_err *err) {
+    const ak_json *name, *args;
+    if (calls->len != 1) return ak_fail(err, AK_ERR_ARG, "chat: this model only supports single tool-calls at once");
+    if (!call_parts(calls->child, &name, &args)) return ak_fail(err, AK_ERR_ARG, "chat: a tool call needs a name and arguments");
+    puts_(w, "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"");
+    put(w, name->s, name->len);
+    puts_(w, "\", \"parameters\": ");
+    ak_status st = put_args(w, args, err);
+    puts_(w, "}<|eot_id|>");
+    return st;
+}
+
 /* Llama 3.0 puts BOS before the first turn; 3.1+ always opens with a system turn that
- * carries the knowledge cutoff and today's date before the (trimmed) system text. */
+ * carries the knowledge cutoff and today's date before the (trimmed) system text, and
+ * knows tools (3.0 has none: refused before we get here). */
 static ak_status render_llama3(writer *w, const ak_chat_template *t, const ak_chat_message *m, int n,
-                               const ak_chat_opts *o) {
+                               const ak_chat_opts *o, const tooling *tk, ak_err *err) {
+    const ak_json *const *calls = tk->calls;
     puts_(w, o->bos);
     if (t->llama3_date) {
         span sys = {"", 0};
-        if (is(m[0].role, "system")) sys = trim(whole(m[0].content)), m++, n--;
-        puts_(w, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: ");
+        if (is(m[0].role, "system")) sys = trim(whole(m[0].content)), m++, n--, calls++;
+        puts_(w, "<|start_header_id|>system<|end_header_id|>\n\n");
+        if (tk->tools) puts_(w, "Environment: ipython\n");
+        puts_(w, "Cutting Knowledge Date: December 2023\nToday Date: ");
         puts_(w, o->date ? o->date : "26 Jul 2024");
         puts_(w, "\n\n");
         put_span(w, sys);
         puts_(w, "<|eot_id|>");
+        if (tk->tools) {
+            ak_status st = llama3_tools(w, m, n, tk->tools, err);
+            if (st) return st;
+            m++, n--, calls++;
+        }
     }
     for (int i = 0; i < n; i++) {
+        ak_status st = AK_OK;
         if (t->llama3_date && (is(m[i].role, "tool") || is(m[i].role, "ipython"))) {
             /* a string is "iterable" to the template, so it goes through tojson */
             puts_(w, "<|start_header_id|>ipython<|end_header_id|>\n\n");
-            put_json_string(w, m[i].content);
+            ak_pyjson_string(w, m[i].content, strlen(m[i].content));
             puts_(w, "<|eot_id|>");
+        } else if (t->llama3_date && calls[i]) {
+            st = llama3_call(w, calls[i], err);
         } else {
             llama3_turn(w, m[i].role, whole(m[i].content));
         }
+        if (st) return st;
     }
     if (o->add_generation_prompt) puts_(w, "<|start_header_id|>assistant<|end_header_id|>\n\n");
     return AK_OK;
@@ -432,28 +544,70 @@ static ak_status render_nemo(writer *w, const ak_chat_message *m, int n, const a
     return AK_OK;
 }
 
+/* Parses o->tools and every message's tool_calls (JSON texts) into tk; NULL where
+ * absent or empty, as the templates' `if tools` reads an empty list. */
+static ak_status parse_tooling(const ak_chat_message *msgs, int n, const ak_chat_opts *o, ak_json_doc **docs,
+                               tooling *tk, ak_err *err) {
+    for (int i = -1; i < n; i++) {
+        const char *text = i < 0 ? o->tools : msgs[i].tool_calls;
+        if (!text) continue;
+        ak_json_doc **d = &docs[i + 1];
+        if (ak_json_parse(text, strlen(text), d, err))
+            return ak_fail(err, AK_ERR_ARG, "chat: %s are not JSON: %s", i < 0 ? "the tools" : "tool calls", err ? err->msg : "");
+        const ak_json *v = ak_json_root(*d);
+        if (v->type != AK_JSON_ARR)
+            return ak_fail(err, AK_ERR_ARG, "chat: %s must be a JSON array", i < 0 ? "the tools" : "tool calls");
+        if (!v->len) continue;
+        if (i < 0) tk->tools = v;
+        else tk->calls[i] = v;
+    }
+    return AK_OK;
+}
+
+static ak_status render(writer *w, const ak_chat_template *t, const ak_chat_message *msgs, int n, const ak_chat_opts *o,
+                        const tooling *tk, ak_err *err) {
+    bool tools_ok = t->family == AK_CHAT_CHATML || t->family == AK_CHAT_QWEN3 || (t->family == AK_CHAT_LLAMA3 && t->llama3_date);
+    if (tk->tools && !tools_ok)
+        return ak_fail(err, AK_ERR_UNSUPPORTED, "chat: the %s chat template has no tools", ak_chat_family_name(t->family));
+    switch (t->family) {
+    case AK_CHAT_CHATML: return render_chatml(w, t, msgs, n, o, tk, err);
+    case AK_CHAT_QWEN3: return render_qwen3(w, t, msgs, n, o, tk, err);
+    case AK_CHAT_LLAMA3: return render_llama3(w, t, msgs, n, o, tk, err);
+    case AK_CHAT_GEMMA: return render_gemma(w, msgs, n, o, err);
+    case AK_CHAT_LLAMA2: return render_llama2(w, msgs, n, o, err);
+    case AK_CHAT_MISTRAL: return render_mistral(w, msgs, n, o, err);
+    case AK_CHAT_MISTRAL_NEMO: return render_nemo(w, msgs, n, o, err);
+    default: return ak_fail(err, AK_ERR_ARG, "chat render: bad family %d", (int)t->family);
+    }
+}
+
 ak_status ak_chat_template_render(const ak_chat_template *t, const ak_chat_message *msgs, int n, const ak_chat_opts *opts,
                          char *buf, size_t cap, size_t *n_out, ak_err *err) {
     if (!t || !n_out || (!buf && cap)) return ak_fail(err, AK_ERR_ARG, "chat render: NULL argument");
     if (!msgs || n <= 0) return ak_fail(err, AK_ERR_ARG, "chat render: no messages");
     for (int i = 0; i < n; i++)
-        if (!msgs[i].role || !msgs[i].content) return ak_fail(err, AK_ERR_ARG, "chat render: message %d is NULL", i);
+        if (!msgs[i].role || (!msgs[i].content && !msgs[i].tool_calls))
+            return ak_fail(err, AK_ERR_ARG, "chat render: message %d has no %s", i, msgs[i].role ? "content" : "role");
     ak_chat_opts o = {0};
     if (opts) o = *opts;
     if (!o.bos) o.bos = "";
     if (!o.eos) o.eos = "";
-    writer w = {buf, cap, 0};
-    ak_status st;
-    switch (t->family) {
-    case AK_CHAT_CHATML: st = render_chatml(&w, t, msgs, n, &o); break;
-    case AK_CHAT_QWEN3: st = render_qwen3(&w, t, msgs, n, &o); break;
-    case AK_CHAT_LLAMA3: st = render_llama3(&w, t, msgs, n, &o); break;
-    case AK_CHAT_GEMMA: st = render_gemma(&w, msgs, n, &o, err); break;
-    case AK_CHAT_LLAMA2: st = render_llama2(&w, msgs, n, &o, err); break;
-    case AK_CHAT_MISTRAL: st = render_mistral(&w, msgs, n, &o, err); break;
-    case AK_CHAT_MISTRAL_NEMO: st = render_nemo(&w, msgs, n, &o, err); break;
-    default: return ak_fail(err, AK_ERR_ARG, "chat render: bad family %d", (int)t->family);
+    /* a message of tool calls alone has content "" to the formatters */
+    ak_chat_message *m = malloc((size_t)n * sizeof *m);
+    ak_json_doc **docs = calloc((size_t)n + 1, sizeof *docs);
+    tooling tk = {NULL, calloc((size_t)n, sizeof *tk.calls)};
+    ak_status st = m && docs && tk.calls ? AK_OK : ak_fail(err, AK_ERR_NOMEM, "chat render: out of memory");
+    for (int i = 0; !st && i < n; i++) {
+        m[i] = msgs[i];
+        if (!m[i].content) m[i].content = "";
     }
+    if (!st) st = parse_tooling(msgs, n, &o, docs, &tk, err);
+    writer w = {buf, cap, 0};
+    if (!st) st = render(&w, t, m, n, &o, &tk, err);
+    for (int i = 0; docs && i <= n; i++) ak_json_free(docs[i]);
+    free(docs);
+    free((void *)tk.calls);
+    free(m);
     if (st != AK_OK) return st;
     *n_out = w.len;
     if (!buf) return AK_OK;
@@ -461,3 +615,113 @@ ak_status ak_chat_template_render(const ak_chat_template *t, const ak_chat_messa
     buf[w.len] = 0;
     return AK_OK;
 }
+
+/* ---- tool calls in a reply ---------------------------------------------------------- */
+
+static void free_calls(ak_chat_call *calls, int n) {
+    for (int i = 0; i < n; i++) free(calls[i].name), free(calls[i].arguments);
+    free(calls);
+}
+
+static char *dup_span(const char *p, size_t n) {
+    char *s = malloc(n + 1);
+    if (s) memcpy(s, p, n), s[n] = 0;
+    return s;
+}
+
+/* One call from a JSON object with a string name and its arguments under key (an object,
+ * or a string holding one). False when the text is not such an object. */
+static bool parse_call(const char *p, size_t n, const char *key, ak_chat_call *out) {
+    ak_json_doc *d;
+    if (ak_json_parse(p, n, &d, NULL)) return false;
+    const ak_json *v = ak_json_root(d), *name = ak_json_get(v, "name"), *args = ak_json_get(v, key);
+    bool ok = v->type == AK_JSON_OBJ && name && name->type == AK_JSON_STR && args &&
+              (args->type == AK_JSON_OBJ || args->type == AK_JSON_STR);
+    ak_json_doc *ad = NULL;
+    if (ok && args->type == AK_JSON_STR) {   /* a string of JSON: it must hold an object */
+        ok = !ak_json_parse(args->s, args->len, &ad, NULL) && ak_json_root(ad)->type == AK_JSON_OBJ;
+        if (ok) args = ak_json_root(ad);
+    }
+    if (ok) {
+        ak_sbuf w = {NULL, 0, 0};
+        ak_pyjson_dump(&w, args, 0);
+        out->name = dup_span(name->s, name->len);
+        out->arguments = malloc(w.len + 1);
+        if (out->arguments) {
+            w = (ak_sbuf){out->arguments, w.len + 1, 0};
+            ak_pyjson_dump(&w, args, 0);
+            out->arguments[w.len] = 0;
+        }
+        ok = out->name && out->arguments;
+        if (!ok) free(out->name), free(out->arguments);
+    }
+    ak_json_free(ad);
+    ak_json_free(d);
+    return ok;
+}
+
+ak_status ak_chat_template_parse_calls(const ak_chat_template *t, const char *text, size_t len, ak_chat_call **calls,
+                                       int *n_calls, char **content, ak_err *err) {
+    *calls = NULL;
+    *n_calls = 0;
+    *content = NULL;
+    char *rest = malloc(len + 1);   /* the content without the calls: never longer than the text */
+    size_t r = 0;
+    int n = 0, cap = 0;
+    ak_chat_call *c = NULL;
+    if (!rest) return ak_fail(err, AK_ERR_NOMEM, "chat: out of memory");
+    span all = trim((span){text, len});
+    if (t->family == AK_CHAT_LLAMA3 && t->llama3_date) {
+        /* the whole reply is one {"name", "parameters"} object, after an optional python tag */
+        static const char tag[] = "<|python_tag|>";
+        if (all.n >= sizeof tag - 1 && !memcmp(all.p, tag, sizeof tag - 1)) all = trim((span){all.p + sizeof tag - 1, all.n - (sizeof tag - 1)});
+        ak_chat_call one;
+        if (all.n && all.p[0] == '{' && (parse_call(all.p, all.n, "parameters", &one) || parse_call(all.p, all.n, "arguments", &one))) {
+            if (!(c = malloc(sizeof *c))) { free(one.name), free(one.arguments), free(rest); return ak_fail(err, AK_ERR_NOMEM, "chat: out of memory"); }
+            c[n++] = one;
+            all.n = 0;
+        }
+        memcpy(rest, all.p, all.n);
+        r = all.n;
+    } else if (t->family == AK_CHAT_CHATML || t->family == AK_CHAT_QWEN3) {
+        static const char open[] = "<tool_call>", close[] = "</tool_call>";
+        const char *p = text, *end = text + len;
+        while (p < end) {
+            const char *a = find(p, (size_t)(end - p), open);
+            const char *b = a ? find(a, (size_t)(end - a), close) : NULL;
+            ak_chat_call one;
+            span body = a && b ? trim((span){a + sizeof open - 1, (size_t)(b - a - (sizeof open - 1))}) : (span){NULL, 0};
+            if (!b || !parse_call(body.p, body.n, "arguments", &one)) {   /* no (more) calls: text */
+                const char *stop = b ? b + sizeof close - 1 : end;
+                memcpy(rest + r, p, (size_t)(stop - p));
+                r += (size_t)(stop - p);
+                p = stop;
+                continue;
+            }
+            if (n == cap) {
+                ak_chat_call *g = realloc(c, (size_t)(cap = cap ? 2 * cap : 4) * sizeof *c);
+                if (!g) { free(one.name), free(one.arguments), free_calls(c, n), free(rest); return ak_fail(err, AK_ERR_NOMEM, "chat: out of memory"); }
+                c = g;
+            }
+            c[n++] = one;
+            memcpy(rest + r, p, (size_t)(a - p));
+            r += (size_t)(a - p);
+            p = b + sizeof close - 1;
+        }
+        if (n) { /* the text around calls: what the model said beside them */
+            span t2 = trim((span){rest, r});
+            memmove(rest, t2.p, t2.n);
+            r = t2.n;
+        }
+    } else {
+        memcpy(rest, text, len);
+        r = len;
+    }
+    rest[r] = 0;
+    *calls = c;
+    *n_calls = n;
+    *content = rest;
+    return AK_OK;
+}
+
+void ak_chat_calls_free(ak_chat_call *calls, int n) { free_calls(calls, n); }

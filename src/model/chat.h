@@ -33,6 +33,7 @@ typedef struct {
     const char *date;           /* Llama 3.1+ "Today Date:"; NULL: "26 Jul 2024" (the templates' default) */
     bool add_generation_prompt; /* end with the header of an assistant turn (where the template has one) */
     bool disable_thinking;      /* Qwen3 enable_thinking=false: empty <think> block after the prompt */
+    const char *tools;          /* a JSON array of tool definitions (OpenAI's); NULL or [] for none */
 } ak_chat_opts;
 
 /* "chatml", "qwen3", "llama3", "gemma", "llama2", "mistral", "mistral-nemo". */
@@ -52,8 +53,18 @@ ak_status ak_chat_detect(const char *tmpl, size_t len, ak_chat_template *out, ak
  * conversation the template rejects (roles that do not alternate user/assistant,
  * a system message where the family has none). The text contains the BOS text where
  * the template puts it: tokenize it without adding another BOS. Role "tool" carries a
- * tool's result; tool calls and tool definitions are not rendered. */
+ * tool's result; an assistant message's tool_calls (JSON) render as the family writes
+ * calls, and o->tools as it lists tools: ChatML (Qwen 2.5 / Hermes), Qwen3, Llama 3.1+;
+ * other families refuse tools with AK_ERR_UNSUPPORTED. */
 ak_status ak_chat_template_render(const ak_chat_template *t, const ak_chat_message *msgs, int n, const ak_chat_opts *o,
                          char *buf, size_t cap, size_t *n_out, ak_err *err);
+
+/* The tool calls in a reply, as the family writes them: <tool_call>{"name", "arguments"}
+ * </tool_call> blocks (ChatML, Qwen3), or the whole reply one {"name", "parameters"}
+ * object (Llama 3.1+). *content: the rest of the reply (malloc'd; trimmed when calls
+ * were found), *calls: malloc'd (ak_chat_calls_free). A block that does not parse stays
+ * in the content. */
+ak_status ak_chat_template_parse_calls(const ak_chat_template *t, const char *text, size_t len, ak_chat_call **calls,
+                                       int *n_calls, char **content, ak_err *err);
 
 #endif

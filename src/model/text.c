@@ -170,18 +170,22 @@ ak_status ak_model_set_chat_template(ak_model *m, const char *name_or_text, ak_e
     return AK_OK;
 }
 
-ak_status ak_chat_render(const ak_model *m, const ak_chat_message *msgs, int n, bool add_generation_prompt,
-                         char **out, ak_err *err) {
+static ak_status chat_ok(const ak_model *m, ak_err *err) {
+    if (m->chat_ok) return AK_OK;
+    if (m->chat_why[0]) return ak_fail(err, AK_ERR_UNSUPPORTED, "%s", m->chat_why);
+    return ak_fail(err, AK_ERR_UNSUPPORTED, "the model has no chat template (a base model?)");
+}
+
+ak_status ak_chat_render_tools(const ak_model *m, const ak_chat_message *msgs, int n, const char *tools,
+                               bool add_generation_prompt, char **out, ak_err *err) {
     if (!m || !out) return ak_fail(err, AK_ERR_ARG, "chat render: NULL argument");
     *out = NULL;
-    if (!m->chat_ok) {
-        if (m->chat_why[0]) return ak_fail(err, AK_ERR_UNSUPPORTED, "%s", m->chat_why);
-        return ak_fail(err, AK_ERR_UNSUPPORTED, "the model has no chat template (a base model?)");
-    }
-    ak_chat_opts o = {.bos = m->bos_text, .eos = m->eos_text, .add_generation_prompt = add_generation_prompt};
-    size_t len = 0;
-    ak_status st = ak_chat_template_render(&m->chat, msgs, n, &o, NULL, 0, &len, err);
+    ak_status st = chat_ok(m, err);
     if (st) return st;
+    ak_chat_opts o = {.bos = m->bos_text, .eos = m->eos_text, .add_generation_prompt = add_generation_prompt,
+                      .tools = tools};
+    size_t len = 0;
+    if ((st = ak_chat_template_render(&m->chat, msgs, n, &o, NULL, 0, &len, err))) return st;
     char *buf = malloc(len + 1);
     if (!buf) return ak_fail(err, AK_ERR_NOMEM, "chat render: out of memory");
     if ((st = ak_chat_template_render(&m->chat, msgs, n, &o, buf, len + 1, &len, err))) {
@@ -190,4 +194,16 @@ ak_status ak_chat_render(const ak_model *m, const ak_chat_message *msgs, int n, 
     }
     *out = buf;
     return AK_OK;
+}
+
+ak_status ak_chat_render(const ak_model *m, const ak_chat_message *msgs, int n, bool add_generation_prompt,
+                         char **out, ak_err *err) {
+    return ak_chat_render_tools(m, msgs, n, NULL, add_generation_prompt, out, err);
+}
+
+ak_status ak_chat_parse_calls(const ak_model *m, const char *text, size_t len, ak_chat_call **calls, int *n_calls,
+                              char **content, ak_err *err) {
+    if (!m || !calls || !n_calls || !content || (!text && len)) return ak_fail(err, AK_ERR_ARG, "chat: NULL argument");
+    ak_status st = chat_ok(m, err);
+    return st ? st : ak_chat_template_parse_calls(&m->chat, text ? text : "", len, calls, n_calls, content, err);
 }

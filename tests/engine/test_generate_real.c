@@ -33,7 +33,7 @@ int main(int argc, char **argv) {
     ak_session *s = NULL;
     ak_err err;
     if (ak_model_load(path, &m, &err)) { CHECK(0, "%s (run scripts/get-model all)", err.msg); return ak_test_done(); }
-    ak_chat_message q = {"user", "What is the capital of France?"};
+    ak_chat_message q = {.role = "user", .content = "What is the capital of France?"};
     char *text = NULL;
     int32_t ids[256];
     int n = 0;

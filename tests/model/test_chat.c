@@ -15,6 +15,7 @@ typedef struct {
     char name[64];
     int n;
     ak_chat_message msg[MAX_MSG];
+    const char *tools;     /* JSON, or NULL */
 } conv;
 
 static char data_dir[4096];
@@ -59,8 +60,13 @@ static int parse_convs(char *text, conv *cv) {
             if (++nc >= MAX_CONV) return -1;
             snprintf(cv[nc].name, sizeof cv[nc].name, "%s", sp + 1);
             cv[nc].n = 0;
+            cv[nc].tools = NULL;
+        } else if (nc >= 0 && !strcmp(line, "tools")) {
+            cv[nc].tools = unescape(sp + 1);
+        } else if (nc >= 0 && !strcmp(line, "calls") && cv[nc].n > 0) {
+            cv[nc].msg[cv[nc].n - 1].tool_calls = unescape(sp + 1);
         } else if (nc >= 0 && cv[nc].n < MAX_MSG) {
-            cv[nc].msg[cv[nc].n++] = (ak_chat_message){line, unescape(sp + 1)};
+            cv[nc].msg[cv[nc].n++] = (ak_chat_message){line, unescape(sp + 1), NULL};
         }
     }
     return nc + 1;
@@ -102,9 +108,15 @@ static void test_template(const char *stem, const char *family, const char *bos,
     for (int c = 0; c < nc; c++) {
         for (int gen = 1; gen >= 0; gen--) {
             const char *g = gen ? "gen" : "nogen";
-            ak_chat_opts o = {.bos = bos, .eos = eos, .add_generation_prompt = gen};
+            ak_chat_opts o = {.bos = bos, .eos = eos, .add_generation_prompt = gen, .tools = cv[c].tools};
             char *want = fmt_name(name, sizeof name, stem, cv[c].name, g, "txt") ? read_text("chat_refs", name, NULL) : NULL;
-            char *raised = NULL;
+            char *raised = NULL, *skip = NULL;
+            /* no reference: tools for a ChatML template without them (test_tools checks ours) */
+            if (!want && fmt_name(name, sizeof name, stem, cv[c].name, g, "skip") && (skip = read_text("chat_refs", name, NULL))) {
+                free(skip);
+                (*checked)++;
+                continue;
+            }
             if (!want) {
                 if (fmt_name(name, sizeof name, stem, cv[c].name, g, "err")) raised = read_text("chat_refs", name, NULL);
                 CHECK(raised != NULL, "%s.%s.%s: no reference (run tools/gen_chat_refs.py)", stem, cv[c].name, g);
@@ -185,7 +197,7 @@ static void test_unknown(void) {
 
 static void test_api(void) {
     ak_chat_template t = ak_chat_template_chatml();
-    ak_chat_message m[2] = {{"user", "Hi"}, {"assistant", "Yo"}};
+    ak_chat_message m[2] = {{.role = "user", .content = "Hi"}, {.role = "assistant", .content = "Yo"}};
     ak_chat_opts o = {.add_generation_prompt = true};
     const char *want = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nYo<|im_end|>\n<|im_start|>assistant\n";
     char buf[256], small[8];
@@ -210,10 +222,84 @@ static void test_api(void) {
           "qwen3 no think: %s", buf);
     /* Python whitespace for trim: U+3000 and U+00A0 go, U+200B (not whitespace) stays. */
     ak_chat_template g = {.family = AK_CHAT_GEMMA};
-    ak_chat_message u[1] = {{"user", "\xe3\x80\x80\xc2\xa0x\xe2\x80\x8b \xe3\x80\x80"}};
+    ak_chat_message u[1] = {{.role = "user", .content = "\xe3\x80\x80\xc2\xa0x\xe2\x80\x8b \xe3\x80\x80"}};
     ak_chat_opts go = {0};
     CHECK(ak_chat_template_render(&g, u, 1, &go, buf, sizeof buf, &n, &err) == AK_OK &&
               !strcmp(buf, "<start_of_turn>user\nx\xe2\x80\x8b<end_of_turn>\n"), "gemma trim: %s", buf);
+}
+
+static char *render_msgs(const ak_chat_template *t, const ak_chat_message *m, int n, const char *tools, ak_status *st,
+                         ak_err *err) {
+    conv c = {"unit", n, {{0}}, tools};
+    for (int i = 0; i < n; i++) c.msg[i] = m[i];
+    ak_chat_opts o = {.add_generation_prompt = true, .tools = tools};
+    return render(t, &c, &o, st, err);
+}
+
+/* What no Jinja reference covers: a ChatML template without tools gets the Hermes / Qwen
+ * 2.5 form with its own default system text; bare calls and arguments as a string of
+ * JSON render like OpenAI's wrapped object form; bad tool JSON is refused; and replies
+ * parse back into calls. */
+static void test_tools(void) {
+    ak_err err = {{0}};
+    ak_status st;
+    ak_chat_template t = ak_chat_template_chatml();
+    strcpy(t.default_system, "You are SmolLM.");
+    ak_chat_message m[3] = {{.role = "user", .content = "Hi"}, {.role = "assistant", .content = NULL, .tool_calls = "[{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}]"},
+                            {.role = "tool", .content = "ok"}};
+    char *got = render_msgs(&t, m, 3, "[{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]", &st, &err);
+    const char *want =
+        "<|im_start|>system\nYou are SmolLM.\n\n# Tools\n\nYou may call one or more functions to assist with the user "
+        "query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{\"type\": "
+        "\"function\", \"function\": {\"name\": \"f\"}}\n</tools>\n\nFor each function call, return a json object with "
+        "function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+        "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant"
+        "\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call><|im_end|>\n<|im_start|>tool\nok<|im_end|>\n"
+        "<|im_start|>assistant\n";
+    CHECK(st == AK_OK && got && !strcmp(got, want), "hermes tools: %s\n--- got:\n%s", err.msg, got ? got : "");
+    free(got);
+    got = render_msgs(&t, m, 1, "{\"not\": \"an array\"}", &st, &err);
+    CHECK(st == AK_ERR_ARG && !got, "tools must be an array: %s", err.msg);
+    got = render_msgs(&t, m, 1, "[1, 2", &st, &err);
+    CHECK(st == AK_ERR_ARG && !got && strstr(err.msg, "JSON"), "tools must be JSON: %s", err.msg);
+    ak_chat_message bad[2] = {{.role = "user", .content = "Hi"}, {.role = "assistant", .content = NULL, .tool_calls = "[{\"name\": \"f\", \"arguments\": \"{oops\"}]"}};
+    got = render_msgs(&t, bad, 2, NULL, &st, &err);
+    CHECK(st == AK_ERR_ARG && !got, "arguments that are not JSON: %s", err.msg);
+    ak_chat_template g = {.family = AK_CHAT_GEMMA};
+    got = render_msgs(&g, m, 1, "[{\"type\": \"function\"}]", &st, &err);
+    CHECK(st == AK_ERR_UNSUPPORTED && !got, "gemma refuses tools: %s", err.msg);
+    ak_chat_template l = {.family = AK_CHAT_LLAMA3, .llama3_date = true};
+    ak_chat_message two[2] = {{.role = "user", .content = "Hi"}, {.role = "assistant", .content = "", .tool_calls = "[{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": {}}]"}};
+    got = render_msgs(&l, two, 2, NULL, &st, &err);
+    CHECK(st == AK_ERR_ARG && !got && strstr(err.msg, "single"), "llama3: one call a turn: %s", err.msg);
+
+    /* replies back into calls */
+    struct { ak_chat_template t; const char *reply, *content; int n; const char *name, *args; } cases[] = {
+        {t, "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", "Sure.", 1,
+         "get_weather", "{\"city\": \"Paris\"}"},
+        {t, "<tool_call>{\"name\": \"a\", \"arguments\": \"{\\\"x\\\": [1, 2]}\"}</tool_call><tool_call>{\"name\": \"b\", "
+            "\"arguments\": {}}</tool_call>", "", 2, "a", "{\"x\": [1, 2]}"},
+        {t, "<tool_call>{\"name\": 3}</tool_call> and text", "<tool_call>{\"name\": 3}</tool_call> and text", 0, NULL, NULL},
+        {t, "<tool_call>{\"name\": \"cut\", \"argum", "<tool_call>{\"name\": \"cut\", \"argum", 0, NULL, NULL},
+        {t, "Plain text.", "Plain text.", 0, NULL, NULL},
+        {l, " <|python_tag|>{\"name\": \"clock\", \"parameters\": {\"tz\": \"UTC\"}} ", "", 1, "clock", "{\"tz\": \"UTC\"}"},
+        {l, "{\"name\": \"clock\"} is not a call", "{\"name\": \"clock\"} is not a call", 0, NULL, NULL},
+        {g, "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>", "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>",
+         0, NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ak_chat_call *calls = NULL;
+        int n = -1;
+        char *content = NULL;
+        st = ak_chat_template_parse_calls(&cases[i].t, cases[i].reply, strlen(cases[i].reply), &calls, &n, &content, &err);
+        CHECK(st == AK_OK && n == cases[i].n && content && !strcmp(content, cases[i].content),
+              "parse case %zu: %d calls, content '%s'", i, n, content ? content : "");
+        if (st == AK_OK && n > 0 && cases[i].name)
+            CHECK(!strcmp(calls[0].name, cases[i].name) && !strcmp(calls[0].arguments, cases[i].args),
+                  "parse case %zu: %s(%s)", i, calls[0].name, calls[0].arguments);
+        ak_chat_calls_free(calls, n > 0 ? n : 0);
+        free(content);
+    }
 }
 
 int main(int argc, char **argv) {
@@ -263,5 +349,6 @@ int main(int argc, char **argv) {
     test_detect_details();
     test_unknown();
     test_api();
+    test_tools();
     return ak_test_done();
 }

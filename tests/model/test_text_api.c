@@ -72,7 +72,7 @@ static void test_detokenizer(ak_model *m) {
 static void test_chat(ak_model *m) {
     ak_err err;
     char *out = NULL;
-    ak_chat_message msgs[3] = {{"system", "Be brief."}, {"user", "Hi"}, {"tool", "{\"t\": 1}"}};
+    ak_chat_message msgs[3] = {{.role = "system", .content = "Be brief."}, {.role = "user", .content = "Hi"}, {.role = "tool", .content = "{\"t\": 1}"}};
     CHECK(!ak_model_chat_template(m) && !ak_model_chat_family(m), "the fixture has no chat template");
     CHECK(ak_chat_render(m, msgs, 2, true, &out, &err) == AK_ERR_UNSUPPORTED && !out, "no template: %s", err.msg);
     CHECK(ak_model_set_chat_template(m, "chatml", &err) == AK_OK && !strcmp(ak_model_chat_family(m), "chatml"), "chatml");
@@ -83,7 +83,7 @@ static void test_chat(ak_model *m) {
     free(out);
     out = NULL;
     CHECK(ak_model_set_chat_template(m, "gemma", &err) == AK_OK, "gemma");
-    ak_chat_message twice[2] = {{"user", "a"}, {"user", "b"}};
+    ak_chat_message twice[2] = {{.role = "user", .content = "a"}, {.role = "user", .content = "b"}};
     CHECK(ak_chat_render(m, twice, 2, true, &out, &err) == AK_ERR_ARG && !out, "gemma rejects: %s", err.msg);
     CHECK(ak_chat_render(m, msgs + 1, 1, false, &out, &err) == AK_OK && out && !strncmp(out, "<s><start_of_turn>user\nHi", 25),
           "gemma opens with the model's BOS text: '%s'", out);
