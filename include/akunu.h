@@ -237,6 +237,21 @@ typedef enum {
  * stop string. Returns non-zero to stop generating. */
 typedef int (*ak_piece_fn)(const char *text, size_t len, void *user);
 
+/* A generated token and how likely the model found it and its alternatives. */
+typedef struct {
+    int32_t id;
+    float logprob;
+} ak_token_prob;
+typedef struct {
+    int32_t id;
+    float logprob;                /* log p(id): the model's distribution (temperature 1, no penalties or filters) */
+    const ak_token_prob *top;     /* the n_top most likely tokens, best first */
+    int n_top;
+} ak_token_info;
+/* Receives every generated token but an end-of-generation one, before its text reaches
+ * on_piece. Returns non-zero to stop generating. */
+typedef int (*ak_token_fn)(const ak_token_info *t, void *user);
+
 typedef struct {
     int n_predict;                /* most tokens to generate; < 0: until the turn or the context ends */
     ak_sampling_params sampling;
@@ -245,7 +260,11 @@ typedef struct {
     bool special;                 /* emit control tokens' text; an end-of-generation token never shows */
     int32_t *ids_out;             /* optional: the generated ids (at most ids_cap), EOG token included */
     int ids_cap;
+    ak_token_fn on_token;         /* optional; brings every step's logits to the host (no chain decode) */
+    void *token_user;
+    int n_top;                    /* alternatives on_token receives, 0..AK_MAX_TOP */
 } ak_generate_params;
+#define AK_MAX_TOP 20
 
 /* n_predict -1, greedy, no stop strings. */
 AK_API ak_generate_params ak_generate_default_params(void);

@@ -1,8 +1,9 @@
 /* ak_generate, the one generation loop every front end uses: reuse of the KV cache's
  * common prefix, prefill, then chain decode (greedy, no host round trip) or sampled
- * decode on the host; an incremental detokenizer that never emits half a UTF-8
- * character; stop strings held back until they can no longer match; cancellation
- * through the callback. */
+ * decode on the host (also when the caller wants each token's probabilities); an
+ * incremental detokenizer that never emits half a UTF-8 character; stop strings held
+ * back until they can no longer match; cancellation through the callbacks. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -105,9 +106,35 @@ typedef struct {
     int n_gen;
 } gen;
 
-static bool take(gen *g, int32_t id) {
+/* log p(id) and the n_top most likely of a logits row, for on_token. */
+static bool report(gen *g, const float *logits, int vocab, int32_t id) {
+    ak_token_prob top[AK_MAX_TOP];
+    int k = g->p->n_top, n = 0;
+    float mx = logits[0];
+    for (int i = 1; i < vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0;
+    for (int i = 0; i < vocab; i++) {
+        sum += exp((double)logits[i] - mx);
+        if (!k || (n == k && logits[i] <= top[n - 1].logprob)) continue;
+        int j = n < k ? n++ : n - 1;   /* insert, keeping the best first (ties: the smaller id) */
+        while (j > 0 && top[j - 1].logprob < logits[i]) top[j] = top[j - 1], j--;
+        top[j] = (ak_token_prob){i, logits[i]};
+    }
+    float lse = (float)(mx + log(sum));
+    for (int i = 0; i < n; i++) top[i].logprob -= lse;
+    ak_token_info t = {id, logits[id] - lse, top, n};
+    if (g->p->on_token(&t, g->p->token_user)) {
+        g->out.stop = AK_STOP_CANCELLED;
+        return false;
+    }
+    return true;
+}
+
+/* One generated token (logits: its row, when on_token wants it). */
+static bool take(gen *g, int32_t id, const float *logits, int vocab) {
     if (g->p->ids_out && g->n_gen < g->p->ids_cap) g->p->ids_out[g->n_gen] = id;
     g->n_gen++;
+    if (g->p->on_token && !ak_tokenizer_is_eog(g->out.tok, id) && !report(g, logits, vocab, id)) return false;
     return ak_textout_push(&g->out, id);
 }
 
@@ -131,7 +158,7 @@ static ak_status decode_chain(ak_session *s, gen *g, int32_t tok, int limit, ak_
         double dt = now() - t0;
         for (int i = 0; i < got; i++) {
             tok = out[i];
-            if (!take(g, tok)) return ak_session_rewind(s, base + 1 + i, err);
+            if (!take(g, tok, NULL, 0)) return ak_session_rewind(s, base + 1 + i, err);
         }
         if (dt < 0.025 && chunk < 64) chunk *= 2;
         else if (dt > 0.1 && chunk > 1) chunk /= 2;
@@ -140,15 +167,19 @@ static ak_status decode_chain(ak_session *s, gen *g, int32_t tok, int limit, ak_
 }
 
 /* Sampled: the decode table's logits come back to the host sampler each token. */
-static ak_status decode_sampled(ak_session *s, gen *g, ak_sampler *smp, float *logits, int32_t tok, int limit,
-                                ak_err *err) {
+/* Sampled, or with on_token: the decode table's logits come back to the host each token.
+ * raw keeps the row on_token reports, before the sampler's penalties change it. */
+static ak_status decode_sampled(ak_session *s, gen *g, ak_sampler *smp, float *logits, float *raw, int32_t tok,
+                                int limit, ak_err *err) {
+    int vocab = ak_model_vocab(ak_session_model(s));
     while (g->n_gen < limit) {
         int32_t next;
         ak_status st = ak_decode(s, tok, &next, logits, err);
         if (st) return st;
+        if (raw) memcpy(raw, logits, (size_t)vocab * sizeof *raw);
         tok = ak_sampler_sample(smp, logits);
         ak_sampler_accept(smp, tok);
-        if (!take(g, tok)) break;
+        if (!take(g, tok, raw, vocab)) break;
     }
     return AK_OK;
 }
@@ -168,13 +199,16 @@ ak_status ak_generate(ak_session *s, const int32_t *prompt, int n, const ak_gene
         return ak_fail(err, AK_ERR_ARG, "the prompt is %d tokens; the context holds %d", n, ak_session_n_ctx(s));
     if (p.n_stop < 0 || (p.n_stop && !p.stop) || p.ids_cap < 0 || (p.ids_cap && !p.ids_out))
         return ak_fail(err, AK_ERR_ARG, "generate: bad stop strings or id buffer");
+    if (p.n_top < 0 || p.n_top > AK_MAX_TOP) return ak_fail(err, AK_ERR_ARG, "generate: n_top must be in 0..%d", AK_MAX_TOP);
     ak_sampling_params sp = p.sampling;
-    bool chain = (sp.temperature <= 0 || sp.top_k == 1) && !penalties_on(&sp);
+    bool chain = (sp.temperature <= 0 || sp.top_k == 1) && !penalties_on(&sp) && !p.on_token;
     ak_sampler *smp = NULL;
-    ak_status st = chain ? AK_OK : ak_sampler_create(&sp, ak_model_vocab(m), &smp, err);
+    size_t vocab = (size_t)ak_model_vocab(m);
+    ak_status st = chain ? AK_OK : ak_sampler_create(&sp, (int)vocab, &smp, err);
     if (st) return st;
     gen g = {.p = &p};
-    float *logits = chain ? NULL : malloc((size_t)ak_model_vocab(m) * sizeof *logits);
+    float *logits = chain ? NULL : malloc((p.on_token ? 2 : 1) * vocab * sizeof *logits);
+    float *raw = p.on_token && logits ? logits + vocab : NULL;
     if (!chain && !logits) {
         st = ak_fail(err, AK_ERR_NOMEM, "generate: out of memory");
         goto done;
@@ -199,11 +233,12 @@ ak_status ak_generate(ak_session *s, const int32_t *prompt, int n, const ak_gene
     if (limit > 0) {
         if (smp) {
             for (int i = 0; i < n; i++) ak_sampler_accept(smp, prompt[i]);
+            if (raw) memcpy(raw, logits, vocab * sizeof *raw);
             tok = ak_sampler_sample(smp, logits);
             ak_sampler_accept(smp, tok);
         }
-        if (take(&g, tok))
-            st = smp ? decode_sampled(s, &g, smp, logits, tok, limit, err) : decode_chain(s, &g, tok, limit, err);
+        if (take(&g, tok, raw, (int)vocab))
+            st = smp ? decode_sampled(s, &g, smp, logits, raw, tok, limit, err) : decode_chain(s, &g, tok, limit, err);
         if (!st) ak_textout_finish(&g.out);
     }
     if (g.out.stop == AK_STOP_NONE)

@@ -4,7 +4,8 @@
  * are held back and cut, end of generation and cancellation stop. The loop itself runs
  * the llama fixture: greedy ids equal Hugging Face's continuation, n_predict, the
  * context's end, cancellation within one token (the KV cache rewound to it), reuse of
- * the cached prefix, and seeded sampling that reproduces. */
+ * the cached prefix, seeded sampling that reproduces, and each token's probabilities. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "akunu.h"
@@ -138,6 +139,26 @@ static void test_eog_cancel_special(const ak_tokenizer *t) {
 
 /* ---- the loop on the llama fixture ---- */
 
+/* on_token's view: every call checked for a sane distribution. */
+typedef struct {
+    int n, bad, cancel_at;
+    float first;
+} probe;
+
+static int on_token(const ak_token_info *t, void *user) {
+    probe *p = user;
+    if (!p->n) p->first = t->logprob;
+    p->n++;
+    bool ok = t->n_top == 5 && t->logprob <= 0 && t->top[0].id == t->id && t->top[0].logprob == t->logprob;
+    double mass = 0;
+    for (int i = 0; i < t->n_top; i++) {
+        mass += exp(t->top[i].logprob);
+        ok = ok && (i == 0 || t->top[i].logprob <= t->top[i - 1].logprob);
+    }
+    if (!ok || mass > 1 + 1e-5) p->bad++;
+    return p->cancel_at && p->n >= p->cancel_at;
+}
+
 static ak_session *session(ak_model *m, int n_ctx) {
     ak_session_params p = ak_session_default_params();
     p.n_ctx = n_ctx;
@@ -256,6 +277,37 @@ static void test_loop(const ak_fx *f, ak_model *m) {
     p.sampling.top_k = 1;
     CHECK(ak_generate(s, f->prompt, f->n_prompt, &p, NULL, NULL, &r, &err) == AK_OK && !memcmp(o, want, sizeof o),
           "top-k 1 is greedy");
+
+    /* each token's probabilities: greedy picks the most likely, the first equals the
+     * log-softmax of the prompt's last logits, and the alternatives come best first */
+    probe pr = {0};
+    p.sampling = (ak_sampling_params){0};
+    p.on_token = on_token;
+    p.token_user = &pr;
+    p.n_top = 5;
+    p.ids_out = o;
+    CHECK(ak_generate(s, f->prompt, f->n_prompt, &p, NULL, NULL, &r, &err) == AK_OK && r.n_generated == 16, "%s", err.msg);
+    CHECK(!memcmp(o, want, sizeof o) && pr.n == 16 && !pr.bad, "on_token: greedy ids, %d calls, %d bad", pr.n, pr.bad);
+    float *lg = malloc((size_t)ak_model_vocab(m) * sizeof *lg);
+    ak_session *fresh = session(m, 64);
+    int32_t next;
+    if (lg && fresh && ak_prefill(fresh, f->prompt, f->n_prompt, &next, lg, &err) == AK_OK) {
+        double mx = lg[0], sum = 0;
+        for (int i = 1; i < ak_model_vocab(m); i++) mx = lg[i] > mx ? lg[i] : mx;
+        for (int i = 0; i < ak_model_vocab(m); i++) sum += exp(lg[i] - mx);
+        double lp = lg[want[0]] - mx - log(sum);
+        CHECK(fabs(pr.first - lp) < 1e-4, "first logprob %g, log-softmax %g", pr.first, lp);
+    }
+    free(lg);
+    ak_session_free(fresh);
+    probe stop = {.cancel_at = 3};
+    p.token_user = &stop;
+    CHECK(ak_generate(s, f->prompt, f->n_prompt, &p, NULL, NULL, &r, &err) == AK_OK && r.stop == AK_STOP_CANCELLED &&
+              r.n_generated == 3 && stop.n == 3, "on_token cancels: %d generated", r.n_generated);
+    p.n_top = AK_MAX_TOP + 1;
+    CHECK(ak_generate(s, f->prompt, f->n_prompt, &p, NULL, NULL, &r, &err) == AK_ERR_ARG, "n_top too large");
+    p.on_token = NULL;
+    p.n_top = 0;
 
     /* bad input */
     CHECK(ak_generate(s, f->prompt, 0, &p, NULL, NULL, &r, &err) == AK_ERR_ARG, "empty prompt");
