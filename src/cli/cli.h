@@ -41,6 +41,8 @@ int ak_cli_chat(int argc, char **argv);
 int ak_cli_embed(int argc, char **argv);
 int ak_cli_perplexity(int argc, char **argv);
 int ak_cli_detokenize(int argc, char **argv);
+/* The HTTP server, a front end of its own (src/server/), reached through the CLI. */
+int ak_cli_serve(int argc, char **argv);
 
 /* The AKUNU_* debug variables (SCALAR, NO_VNNI, ACT_F32, CUDA_PDL=0, CUDA_STATS,
  * CUDA_PROFILE, CUDA_TRACE=POS, CUDA_SKIP=LABELS) into ak_set_debug, logging to stderr. */

@@ -14,7 +14,16 @@ static const char *usage =
     "  perplexity  perplexity of a text file\n"
     "  logits   write float32 logits for every prompt position\n"
     "  bench    measure prompt processing and generation speed\n"
+    "  serve    an OpenAI-compatible HTTP server with a chat page\n"
     "run 'akunu COMMAND --help' for its options\n";
+
+#ifndef AKUNU_SERVER
+int ak_cli_serve(int argc, char **argv) {
+    (void)argc, (void)argv;
+    fprintf(stderr, "akunu: this build has no server: it needs libmicrohttpd-dev and libcjson-dev at build time\n");
+    return 1;
+}
+#endif
 
 int main(int argc, char **argv) {
     if (argc < 2) { fputs(usage, stderr); return 2; }
@@ -24,6 +33,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "bench")) return ak_cli_bench(argc - 1, argv + 1);
     if (!strcmp(argv[1], "tokenize")) return ak_cli_tokenize(argc - 1, argv + 1);
     if (!strcmp(argv[1], "detokenize")) return ak_cli_detokenize(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "serve")) return ak_cli_serve(argc - 1, argv + 1);
     if (!strcmp(argv[1], "chat")) return ak_cli_chat(argc - 1, argv + 1);
     if (!strcmp(argv[1], "embed")) return ak_cli_embed(argc - 1, argv + 1);
     if (!strcmp(argv[1], "perplexity")) return ak_cli_perplexity(argc - 1, argv + 1);
