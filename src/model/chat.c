@@ -660,6 +660,23 @@ static bool parse_call(const char *p, size_t n, const char *key, ak_chat_call *o
     return ok;
 }
 
+/* A reply that is one call and nothing else: Llama 3.1+'s form ({"name", "parameters"},
+ * perhaps after its python tag), and what small Qwen models often write instead of a
+ * <tool_call> block (the bare {"name", "arguments"} object, perhaps in a ```json fence). */
+static bool whole_call(const ak_chat_template *t, span all, ak_chat_call *out) {
+    bool llama = t->family == AK_CHAT_LLAMA3 && t->llama3_date;
+    if (!llama && t->family != AK_CHAT_CHATML && t->family != AK_CHAT_QWEN3) return false;
+    static const char tag[] = "<|python_tag|>", fence[] = "```";
+    if (llama && all.n >= sizeof tag - 1 && !memcmp(all.p, tag, sizeof tag - 1))
+        all = trim((span){all.p + sizeof tag - 1, all.n - (sizeof tag - 1)});
+    if (all.n >= 6 && !memcmp(all.p, fence, 3) && !memcmp(all.p + all.n - 3, fence, 3)) {
+        const char *nl = memchr(all.p, '\n', all.n);   /* past the language name */
+        if (nl && nl < all.p + all.n - 3) all = trim((span){nl + 1, (size_t)(all.p + all.n - 3 - (nl + 1))});
+    }
+    if (!all.n || all.p[0] != '{') return false;
+    return parse_call(all.p, all.n, "arguments", out) || (llama && parse_call(all.p, all.n, "parameters", out));
+}
+
 ak_status ak_chat_template_parse_calls(const ak_chat_template *t, const char *text, size_t len, ak_chat_call **calls,
                                        int *n_calls, char **content, ak_err *err) {
     *calls = NULL;
@@ -671,16 +688,11 @@ ak_status ak_chat_template_parse_calls(const ak_chat_template *t, const char *te
     ak_chat_call *c = NULL;
     if (!rest) return ak_fail(err, AK_ERR_NOMEM, "chat: out of memory");
     span all = trim((span){text, len});
-    if (t->family == AK_CHAT_LLAMA3 && t->llama3_date) {
-        /* the whole reply is one {"name", "parameters"} object, after an optional python tag */
-        static const char tag[] = "<|python_tag|>";
-        if (all.n >= sizeof tag - 1 && !memcmp(all.p, tag, sizeof tag - 1)) all = trim((span){all.p + sizeof tag - 1, all.n - (sizeof tag - 1)});
-        ak_chat_call one;
-        if (all.n && all.p[0] == '{' && (parse_call(all.p, all.n, "parameters", &one) || parse_call(all.p, all.n, "arguments", &one))) {
-            if (!(c = malloc(sizeof *c))) { free(one.name), free(one.arguments), free(rest); return ak_fail(err, AK_ERR_NOMEM, "chat: out of memory"); }
-            c[n++] = one;
-            all.n = 0;
-        }
+    ak_chat_call one;
+    if (whole_call(t, all, &one)) {
+        if (!(c = malloc(sizeof *c))) { free(one.name), free(one.arguments), free(rest); return ak_fail(err, AK_ERR_NOMEM, "chat: out of memory"); }
+        c[n++] = one;
+    } else if (t->family == AK_CHAT_LLAMA3 && t->llama3_date) {
         memcpy(rest, all.p, all.n);
         r = all.n;
     } else if (t->family == AK_CHAT_CHATML || t->family == AK_CHAT_QWEN3) {

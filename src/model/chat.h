@@ -61,7 +61,8 @@ ak_status ak_chat_template_render(const ak_chat_template *t, const ak_chat_messa
 
 /* The tool calls in a reply, as the family writes them: <tool_call>{"name", "arguments"}
  * </tool_call> blocks (ChatML, Qwen3), or the whole reply one {"name", "parameters"}
- * object (Llama 3.1+). *content: the rest of the reply (malloc'd; trimmed when calls
+ * object (Llama 3.1+) or one {"name", "arguments"} object (ChatML, Qwen3: small models
+ * drop the tags), perhaps in a ```json fence. *content: the rest of the reply (malloc'd; trimmed when calls
  * were found), *calls: malloc'd (ak_chat_calls_free). A block that does not parse stays
  * in the content. */
 ak_status ak_chat_template_parse_calls(const ak_chat_template *t, const char *text, size_t len, ak_chat_call **calls,

@@ -517,20 +517,23 @@ static void send_chunk(ak_job *j, const char *text, size_t n, cJSON *calls, cons
     send_event(j, o);
 }
 
-/* How much of the text can go out: with tools, nothing from where a call may begin
- * (Llama 3: a reply that opens with '{'; the others: "<tool_call>"). */
+/* How much of the text can go out: with tools, nothing from where a call may begin —
+ * a reply that opens with '{' or a ``` fence (a call as the whole reply), or, for
+ * ChatML and Qwen, a "<tool_call>" block anywhere. */
 static size_t sendable(ak_job *j) {
     const char *t = j->text.p ? j->text.p : "";
     size_t n = j->text.len;
-    if (!j->tools || j->held) return j->held ? j->text_sent : n;
-    const char *fam = ak_model_chat_family(j->srv->m);
-    if (fam && !strcmp(fam, "llama3")) {
-        size_t i = 0;
-        while (i < n && (t[i] == ' ' || t[i] == '\n' || t[i] == '\t' || t[i] == '\r')) i++;
-        if (i == n) return j->text_sent;
-        if (t[i] == '{' || t[i] == '<') j->held = true;
-        return j->held ? j->text_sent : n;
+    if (!j->tools) return n;
+    if (j->held) return j->text_sent;
+    size_t i = 0;
+    while (i < n && (t[i] == ' ' || t[i] == '\n' || t[i] == '\t' || t[i] == '\r')) i++;
+    if (i == n) return j->text_sent;   /* only space so far: wait */
+    if (j->text_sent == 0 && (t[i] == '{' || t[i] == '`')) {
+        j->held = true;   /* perhaps a whole-reply call: decided at the end */
+        return 0;
     }
+    const char *fam = ak_model_chat_family(j->srv->m);
+    if (fam && !strcmp(fam, "llama3")) return n;
     static const char mark[] = "<tool_call>";
     const char *at = strstr(t, mark);
     if (at) {

@@ -282,6 +282,11 @@ static void test_tools(void) {
         {t, "<tool_call>{\"name\": 3}</tool_call> and text", "<tool_call>{\"name\": 3}</tool_call> and text", 0, NULL, NULL},
         {t, "<tool_call>{\"name\": \"cut\", \"argum", "<tool_call>{\"name\": \"cut\", \"argum", 0, NULL, NULL},
         {t, "Plain text.", "Plain text.", 0, NULL, NULL},
+        /* small Qwen models drop the tags: a whole reply that is a call counts, fenced too */
+        {t, " {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n", "", 1, "get_weather", "{\"city\": \"Paris\"}"},
+        {t, "```json\n{\"name\": \"f\", \"arguments\": {}}\n```", "", 1, "f", "{}"},
+        {t, "{\"name\": \"f\"}", "{\"name\": \"f\"}", 0, NULL, NULL},
+        {t, "{\"name\": \"f\", \"arguments\": {}} and more", "{\"name\": \"f\", \"arguments\": {}} and more", 0, NULL, NULL},
         {l, " <|python_tag|>{\"name\": \"clock\", \"parameters\": {\"tz\": \"UTC\"}} ", "", 1, "clock", "{\"tz\": \"UTC\"}"},
         {l, "{\"name\": \"clock\"} is not a call", "{\"name\": \"clock\"} is not a call", 0, NULL, NULL},
         {g, "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>", "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>",
