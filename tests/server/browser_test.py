@@ -427,7 +427,10 @@ def run(args):
         deadline = time.monotonic() + args.timeout
         state = None
         while time.monotonic() < deadline:
-            state = dt.eval("document.body ? document.body.dataset.state : ''")
+            try:
+                state = dt.eval("document.body ? document.body.dataset.state : ''")
+            except Fail:
+                state = None          # evaluated while the navigation swapped documents
             if state in ("done", "error"):
                 break
             time.sleep(0.2)
@@ -494,7 +497,7 @@ def main():
     ap.add_argument("--expect-state", choices=("done", "error"), default="done")
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--width", type=int, default=900)
-    ap.add_argument("--height", type=int, default=1400)
+    ap.add_argument("--height", type=int, default=1000)
     ap.add_argument("--dark", action="store_true")
     ap.add_argument("--chromium", default="chromium")
     args = ap.parse_args()
