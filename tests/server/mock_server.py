@@ -8,7 +8,7 @@ sequence too) and written apart, some are packed several to a write. The request
 the way the page must send it (messages, stream, stream_options.include_usage).
 
 A last user message containing [error] gets an HTTP 400 with an OpenAI error object;
-[stream-error] gets a few tokens and then an error event.
+[stream-error] gets a few tokens and then an error event; [slow] streams at 60 ms a token.
 
 Usage: mock_server.py [--port N] [--delay SECONDS] [--page PATH]
 The chosen port (bind to 0 by default: a free one) is printed alone on the first line.
@@ -121,7 +121,8 @@ class Handler(BaseHTTPRequestHandler):
         if isinstance(limit, int) and 0 < limit < len(pieces):
             pieces, finish = pieces[:limit], "length"
         if req.get("stream"):
-            self.stream(pieces, finish, "[stream-error]" in question)
+            delay = 0.06 if "[slow]" in question else self.server.delay
+            self.stream(pieces, finish, "[stream-error]" in question, delay)
         else:
             self.send_json(200, {
                 "id": "chatcmpl-mock", "object": "chat.completion", "created": int(time.time()),
@@ -129,7 +130,7 @@ class Handler(BaseHTTPRequestHandler):
                     "message": {"role": "assistant", "content": "".join(pieces)}}],
                 "usage": usage(len(pieces))})
 
-    def stream(self, pieces, finish, fail_midway):
+    def stream(self, pieces, finish, fail_midway, delay):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -144,7 +145,6 @@ class Handler(BaseHTTPRequestHandler):
             chunk.update(extra)
             return ("data: " + json.dumps(chunk, ensure_ascii=False) + "\n\n").encode()
 
-        delay = self.server.delay
         try:
             self.wfile.write(event({"role": "assistant", "content": ""}))
             pending = b""
@@ -193,8 +193,9 @@ def check_request(req):
         if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant") \
                 or not isinstance(m.get("content"), str):
             return "each message needs a role (system, user, assistant) and string content"
-    if msgs[-1]["role"] != "user":
-        return "the last message must be the user's"
+    turns = [m["role"] for m in msgs if m["role"] != "system"]
+    if any(r != ("user", "assistant")[k % 2] for k, r in enumerate(turns)) or turns[-1] != "user":
+        return "the turns must alternate user, assistant, ..., user (got %s)" % ", ".join(turns)
     if req.get("stream") is True and (req.get("stream_options") or {}).get("include_usage") is not True:
         return "the page must ask for stream_options.include_usage"
     for key, lo, hi in (("temperature", 0, 2), ("max_tokens", 1, 1 << 20)):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The chat page against the mock server in headless chromium: a streamed Markdown reply
-# (rendered, HTML in it kept as text, timing shown) and an HTTP error shown in the chat.
+# (rendered, HTML in it kept as text, timing shown), errors shown in the chat, the controls.
 # Usage: test_page_mock.sh [SCREENSHOT.png]   (default: $TMPDIR/akunu-page.png)
 # Needs python3 and Debian's chromium (apt-get install -y chromium).
 set -euo pipefail
@@ -33,7 +33,7 @@ passed=0 failed=0
 # Runs browser_test.py in the background and waits: a signal then reaches the traps at once
 # (bash runs traps only after a foreground child ends).
 browser_test() {
-    python3 "$here/browser_test.py" "$base" "$@" &
+    python3 "$here/${script:-browser_test.py}" "$base" "$@" &
     child=$!
     if wait "$child"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
     child=""
@@ -48,6 +48,8 @@ browser_test "please fail [error]" "mock error: the model refused this request (
     "$work/error.png" --expect-state error
 browser_test "fail midway [stream-error]" "mock error: generation failed midway" \
     "$work/error2.png" --expect-state error
+# The controls: Shift+Enter, Enter, Stop mid-stream, a second turn, copy, New chat.
+script=interact_test.py browser_test "$work/interact.png"
 
 if [ "$failed" -ne 0 ]; then echo "--- mock server log"; tail -n 30 "$work/server.log"; fi
 echo "test_page_mock: $passed passed, $failed failed"
