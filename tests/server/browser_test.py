@@ -352,6 +352,7 @@ RENDER_CHECK = r"""
     '> <iframe src=javascript:alert(1)>', '- <a href="javascript:alert(1)">x</a>\n  - <style>*{}</style>',
     '# <h1 onclick=alert(1)>', '1. x\n\n   ```\n   <script>\n   ```', '&lt;script&gt; &amp;',
     '\u0000 0\u0000 \u00000\u0000', '**a `**` b**', '[a](https://x.com/?q=1&amp;b=2)',
+    '&gt; '.repeat(5000) + '<script>x', '> '.repeat(20000) + 'deep', '- '.repeat(20000) + 'deep',
   ];
   // Random strings from markup-heavy pieces (a fixed LCG: the same strings every run).
   const pieces = ['<', '>', '"', "'", '&', '*', '**', '_', '`', '```', '~~', '[', ']', '(', ')',
@@ -365,9 +366,10 @@ RENDER_CHECK = r"""
     cases.push(t);
   }
   const bad = [];
+  const show = (c) => JSON.stringify(c.length > 100 ? c.slice(0, 100) + '...' : c);
   for (const c of cases) {
     let html;
-    try { html = renderMarkdown(c); } catch (e) { bad.push('threw on ' + JSON.stringify(c) + ': ' + e); continue; }
+    try { html = renderMarkdown(c); } catch (e) { bad.push('threw on ' + show(c) + ': ' + e); continue; }
     const tpl = document.createElement('template');
     tpl.innerHTML = html;
     for (const e of tpl.content.querySelectorAll('*')) {
@@ -375,10 +377,10 @@ RENDER_CHECK = r"""
         [...e.attributes].some((a) => !ATTRS.has(a.name)) ? 'attribute on <' + e.tagName.toLowerCase() + '>' :
         e.tagName === 'A' && !/^(https?:|mailto:|#|\/|[^:]*$)/i.test(e.getAttribute('href') || '') ?
           'href ' + e.getAttribute('href') : null;
-      if (why) { bad.push(why + ' from ' + JSON.stringify(c)); break; }
+      if (why) { bad.push(why + ' from ' + show(c)); break; }
     }
     if (c.includes('<script>') && !tpl.content.textContent.includes('<script>') && !c.includes('\u0000')) {
-      bad.push('text lost: ' + JSON.stringify(c));
+      bad.push('text lost: ' + show(c));
     }
   }
   // A long reply: 100 sections of paragraphs, lists and code blocks (about 23 KB).
