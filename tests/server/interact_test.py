@@ -12,6 +12,7 @@ import shutil
 import sys
 import time
 
+sys.dont_write_bytecode = True     # no __pycache__ beside the sources
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from browser_test import PRELUDE, Chromium, DevTools, Fail, WebSocket, page_websocket  # noqa: E402
 
