@@ -405,7 +405,7 @@ def run(args):
               file=sys.stderr)
         return 2
     base = args.base_url.rstrip("/")
-    url = base + "/?q=" + urllib.parse.quote(args.question)
+    url = base + "/?q=" + urllib.parse.quote(args.question) + ("&temperature=%g" % args.temperature if args.temperature is not None else "")
     t0 = time.monotonic()
     browser = Chromium(binary, args.width, args.height)
     ws = None
@@ -498,6 +498,7 @@ def main():
                     help="more text the reply must contain (repeatable)")
     ap.add_argument("--expect-state", choices=("done", "error"), default="done")
     ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--temperature", type=float, default=None, help="set in the page before it sends (0: greedy)")
     ap.add_argument("--width", type=int, default=900)
     ap.add_argument("--height", type=int, default=1000)
     ap.add_argument("--dark", action="store_true")
