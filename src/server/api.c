@@ -81,7 +81,8 @@ static bool get_num(const cJSON *o, const char *key, double lo, double hi, doubl
 static bool get_int(const cJSON *o, const char *key, double lo, double hi, long long *out, ak_reply *r) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!v || cJSON_IsNull(v)) return true;
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(long long)v->valuedouble || !(v->valuedouble >= lo && v->valuedouble <= hi)) {
+    /* the range first: casting a double past long long's range is undefined */
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi) || v->valuedouble != (double)(long long)v->valuedouble) {
         BAD(r, "'%s' must be an integer in [%.0f, %.0f]", key, lo, hi);
         return false;
     }
@@ -619,68 +620,62 @@ static void run(ak_srv *s, ak_job *j, ak_reply *r) {
     ak_api_finish(j, r);
 }
 
-static void embeddings(ak_srv *s, const cJSON *o, ak_job *j, ak_reply *r) {
+static bool embeddings(ak_srv *s, const cJSON *o, ak_job *j, ak_reply *r) {
     if (!ak_model_is_encoder(s->m)) {
         BAD(r, "%s is not an embedding model: /v1/embeddings needs an encoder (BERT family)", s->model_name);
-        return;
+        return false;
     }
     const cJSON *in = cJSON_GetObjectItemCaseSensitive(o, "input");
     int n = cJSON_IsString(in) ? 1 : cJSON_IsArray(in) ? cJSON_GetArraySize(in) : 0;
     if (n <= 0 || n > 2048) {
         BAD(r, "'input' must be a string or a list of 1 to 2048 strings");
-        return;
+        return false;
     }
     j->seqs = calloc((size_t)n, sizeof *j->seqs);
     j->lens = calloc((size_t)n, sizeof *j->lens);
     j->vectors = malloc((size_t)n * (size_t)ak_model_dim(s->m) * sizeof *j->vectors);
-    if (!j->seqs || !j->lens || !j->vectors) { ak_api_error(r, 500, "server_error", NULL, "out of memory"); return; }
+    if (!j->seqs || !j->lens || !j->vectors) { ak_api_error(r, 500, "server_error", NULL, "out of memory"); return false; }
     for (int i = 0; i < n; i++) {
         const cJSON *e = cJSON_IsString(in) ? in : cJSON_GetArrayItem(in, i);
-        if (!cJSON_IsString(e)) { BAD(r, "input[%d] must be a string", i); return; }
-        if (!tokenize(s, j, e->valuestring, true, false, r)) return;
+        if (!cJSON_IsString(e)) { BAD(r, "input[%d] must be a string", i); return false; }
+        if (!tokenize(s, j, e->valuestring, true, false, r)) return false;
         j->seqs[i] = j->prompt;
         j->lens[i] = j->n_prompt;
         j->prompt = NULL;
         j->n_seq = i + 1;
     }
-    run(s, j, r);
+    return true;
 }
 
-void ak_api_handle(ak_srv *s, const char *method, const char *url, const char *body, size_t len, int fd, ak_reply *r) {
-    bool post = !strcmp(method, "POST");
-    if (!strcmp(url, "/v1/models") && !post) { models(s, r); return; }
+ak_job *ak_api_parse(ak_srv *s, const char *url, const char *body, size_t len, ak_reply *r) {
     ak_job_kind kind = !strcmp(url, "/v1/chat/completions") ? AK_JOB_CHAT
                        : !strcmp(url, "/v1/completions")    ? AK_JOB_COMPLETION
                        : !strcmp(url, "/v1/embeddings")     ? AK_JOB_EMBED
                                                             : (ak_job_kind)-1;
     if ((int)kind < 0) {
-        ak_api_error(r, 404, "not_found_error", NULL, "no such endpoint: %s %.200s", method, url);
-        return;
+        ak_api_error(r, 404, "not_found_error", NULL, "no such endpoint: %.200s", url);
+        return NULL;
     }
-    if (!post) {
-        ak_api_error(r, 405, "invalid_request_error", NULL, "%.200s takes POST", url);
-        return;
-    }
-    if (!utf8_ok((const unsigned char *)body, len)) { BAD(r, "the request body is not valid UTF-8"); return; }
-    if (has_nul_escape(body, len)) { BAD(r, "the request holds a NUL character (\\u0000), which a prompt cannot"); return; }
+    if (!utf8_ok((const unsigned char *)body, len)) { BAD(r, "the request body is not valid UTF-8"); return NULL; }
+    if (has_nul_escape(body, len)) { BAD(r, "the request holds a NUL character (\\u0000), which a prompt cannot"); return NULL; }
     cJSON *o = cJSON_ParseWithLength(body, len);
     if (!cJSON_IsObject(o)) {
         BAD(r, "the request body must be a JSON object%s", o ? "" : " (it does not parse)");
         cJSON_Delete(o);
-        return;
+        return NULL;
     }
     ak_job *j = ak_job_new(s, kind);
-    if (!j) { ak_api_error(r, 500, "server_error", NULL, "out of memory"); cJSON_Delete(o); return; }
-    j->fd = fd;
+    if (!j) { ak_api_error(r, 500, "server_error", NULL, "out of memory"); cJSON_Delete(o); return NULL; }
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(o, "model");
     j->model = strdup(cJSON_IsString(model) ? model->valuestring : s->model_name);
     j->id = rand_id(kind == AK_JOB_CHAT ? "chatcmpl-" : kind == AK_JOB_COMPLETION ? "cmpl-" : "emb-");
+    bool ok;
     if (kind == AK_JOB_EMBED) {
-        embeddings(s, o, j, r);
+        ok = embeddings(s, o, j, r);
     } else if (ak_model_is_encoder(s->m)) {
         BAD(r, "%s is an embedding model: use /v1/embeddings", s->model_name);
-    } else if (read_params(s, o, j, r)) {
-        bool ok;
+        ok = false;
+    } else if ((ok = read_params(s, o, j, r))) {
         if (kind == AK_JOB_CHAT) {
             ok = chat_prompt(s, o, j, r);
         } else {
@@ -690,8 +685,25 @@ void ak_api_handle(ak_srv *s, const char *method, const char *url, const char *b
             if (!ok) BAD(r, "'prompt' must be a string");
             else ok = tokenize(s, j, p->valuestring, true, true, r);
         }
-        if (ok) run(s, j, r);
     }
     cJSON_Delete(o);
-    ak_job_release(j);
+    if (!ok) {
+        ak_job_release(j);
+        return NULL;
+    }
+    return j;
+}
+
+void ak_api_handle(ak_srv *s, const char *method, const char *url, const char *body, size_t len, int fd, ak_reply *r) {
+    bool post = !strcmp(method, "POST");
+    if (!strcmp(url, "/v1/models") && !post) { models(s, r); return; }
+    if (post || (strcmp(url, "/v1/chat/completions") && strcmp(url, "/v1/completions") && strcmp(url, "/v1/embeddings"))) {
+        ak_job *j = ak_api_parse(s, url, body, len, r);
+        if (!j) return;
+        j->fd = fd;
+        run(s, j, r);
+        ak_job_release(j);
+        return;
+    }
+    ak_api_error(r, 405, "invalid_request_error", NULL, "%.200s takes POST", url);
 }

@@ -149,6 +149,9 @@ typedef struct {
     int retry_after;          /* 429: seconds */
 } ak_reply;
 
+/* A request body for url into a job (prompt rendered and tokenized, parameters checked),
+ * or NULL with the error in r; nothing is queued (the fuzz target's entry point too). */
+ak_job *ak_api_parse(ak_srv *s, const char *url, const char *body, size_t len, ak_reply *r);
 /* Route one complete request (the body as received). */
 void ak_api_handle(ak_srv *s, const char *method, const char *url, const char *body, size_t len, int fd,
                    ak_reply *r);

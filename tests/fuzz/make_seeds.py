@@ -15,6 +15,7 @@ fuzz_tokenize, fuzz_detok: text and id sequences for each vocabulary of tests/fu
 (byte 0 the vocabulary, byte 1 the flags): lines of the tokenizer corpus, special-token
 text, ids around the byte tokens and the ends of each vocabulary.
 fuzz_chat: conversations for every family (fuzz_chat.c's layout) and real template texts.
+fuzz_server: OpenAI request bodies for each endpoint (fuzz_server.c's layout).
 
 Standard library only, and deterministic: a rerun rewrites the same bytes. It writes
 only files named seed-*, so inputs that `scripts/fuzz` merged into a corpus stay.
@@ -493,6 +494,38 @@ def chat_seeds():
     return s
 
 
+def server_seeds():
+    """fuzz_server: byte 0 = endpoint (0 chat, 1 completions, 2 embeddings) | 4 (make a
+    reply of the body) | stop reason << 3; then an OpenAI request body."""
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "weather",
+                                               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+    chat = [
+        {"messages": [{"role": "user", "content": "Hi"}]},
+        {"model": "m", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}],
+         "temperature": 0.2, "top_p": 0.9, "top_k": 20, "min_p": 0.1, "seed": 7, "max_tokens": 16, "stop": ["\n", "END"],
+         "presence_penalty": 0.5, "frequency_penalty": -0.5, "repeat_penalty": 1.1, "logprobs": True, "top_logprobs": 3},
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "part one "}, {"type": "text", "text": "two"}]}],
+         "stream": True, "stream_options": {"include_usage": True}},
+        {"messages": [{"role": "user", "content": "Weather in Paris?"},
+                      {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+                          "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+                      {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 21}"}],
+         "tools": tools, "tool_choice": "auto"},
+        {"messages": [{"role": "user", "content": '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome"}}\n</tool_call>'}],
+         "tools": tools},
+        {"messages": [{"role": "developer", "content": "x"}, {"role": "user", "content": "y"}], "n": 1,
+         "response_format": {"type": "text"}},
+    ]
+    s = {}
+    for i, body in enumerate(chat):
+        s["chat-%d" % i] = bytes([0 | (4 if i % 2 else 0) | ((i % 4) << 3)]) + json.dumps(body).encode()
+    s["completion"] = bytes([1 | 4]) + json.dumps({"prompt": "Once upon a time", "max_tokens": 8, "logprobs": 2}).encode()
+    s["completion-list"] = bytes([1]) + json.dumps({"prompt": ["one prompt"], "stream": True}).encode()
+    s["embed"] = bytes([2]) + json.dumps({"input": ["a sentence", "another"], "model": "e"}).encode()
+    s["embed-one"] = bytes([2]) + json.dumps({"input": "one"}).encode()
+    return s
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
     hf = hf_seeds()
@@ -500,7 +533,8 @@ def main():
     sts.update({"hf-" + k: v.split(SEP_ST)[1].split(SEP_IDX)[0] for k, v in hf.items()})
     sets = {"fuzz_gguf": (gguf_seeds(), ".gguf"), "fuzz_safetensors": (sts, ".safetensors"),
             "fuzz_json": (json_seeds(hf), ".json"), "fuzz_hf": (hf, ".bin"),
-            "fuzz_tokenize": (text_seeds(), ".bin"), "fuzz_detok": (id_seeds(), ".bin"), "fuzz_chat": (chat_seeds(), ".bin")}
+            "fuzz_tokenize": (text_seeds(), ".bin"), "fuzz_detok": (id_seeds(), ".bin"), "fuzz_chat": (chat_seeds(), ".bin"),
+            "fuzz_server": (server_seeds(), ".bin")}
     for target, (seeds, ext) in sets.items():
         d = os.path.join(root, target)
         os.makedirs(d, exist_ok=True)
