@@ -2,6 +2,7 @@
  * and jobs back into OpenAI's objects — chat completions with tool calls and logprobs,
  * completions, embeddings, models — as one JSON body or as Server-Sent Events. */
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,7 +107,7 @@ static bool read_params(ak_srv *s, const cJSON *o, ak_job *j, ak_reply *r) {
     ak_sampling_params *sp = &j->gp.sampling;
     *sp = ak_sampling_default_params();
     double temp = sp->temperature, top_p = sp->top_p, min_p = sp->min_p, pres = 0, freq = 0, rep = 1;
-    long long top_k = sp->top_k, seed = -1, n = 1, max_tokens = -1, top_logprobs = 0;
+    long long top_k = sp->top_k, seed = LLONG_MIN, n = 1, max_tokens = -1, top_logprobs = 0;
     if (!get_num(o, "temperature", 0, 2, &temp, r) || !get_num(o, "top_p", 0, 1, &top_p, r) ||
         !get_num(o, "min_p", 0, 1, &min_p, r) || !get_num(o, "presence_penalty", -2, 2, &pres, r) ||
         !get_num(o, "frequency_penalty", -2, 2, &freq, r) || !get_num(o, "repeat_penalty", 0.01, 100, &rep, r) ||
@@ -167,7 +168,8 @@ static bool read_params(ak_srv *s, const cJSON *o, ak_job *j, ak_reply *r) {
     sp->presence_penalty = (float)pres;
     sp->frequency_penalty = (float)freq;
     sp->repeat_penalty = (float)rep;
-    sp->seed = seed >= 0 ? (uint64_t)seed : (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)j << 16);
+    /* a given seed, negative ones too, reproduces; without one each request draws its own */
+    sp->seed = seed != LLONG_MIN ? (uint64_t)seed : (uint64_t)time(NULL) ^ ((uint64_t)(uintptr_t)j << 16);
     int cap = s->o.max_tokens;
     j->gp.n_predict = max_tokens > 0 && (cap <= 0 || max_tokens < cap) ? (int)max_tokens : cap > 0 ? cap : -1;
     j->gp.n_top = (int)top_logprobs;

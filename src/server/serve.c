@@ -109,6 +109,11 @@ int ak_cli_serve(int argc, char **argv) {
         fprintf(stderr, "akunu serve: %s\n", err.msg[0] ? err.msg : "out of memory");
         goto stop;
     }
+    if (!ak_model_is_encoder(s->m) && !ak_model_chat_family(s->m)) {   /* as llama-server: ChatML */
+        fprintf(stderr, "akunu serve: %s; chat requests use ChatML\n",
+                ak_model_chat_template(s->m) ? "the model's chat template is not one akunu renders" : "the model has no chat template");
+        ak_model_set_chat_template(s->m, "chatml", &err);
+    }
     atomic_store(&s->ready, true);
     fprintf(stderr, "akunu serve: ready: %s, %d slot(s) of %d tokens, backend %s%s\n", s->model_name, s->n_slots, s->n_ctx,
             ak_session_backend(s->slots[0].s), s->o.api_key ? ", API key required" : "");
