@@ -139,11 +139,12 @@ long ak_bpe_split(ak_tok_pre pre, const char *s, size_t len, size_t **ends_out) 
     off[n] = len;
     cps v = {c, f};
     nw = 0;
+    size_t e = pre == AK_PRE_SMOLLM ? 0 : n; /* end of the text the regex sees from i */
     for (size_t i = 0; i < n;) {
-        size_t e = n;
         if (pre == AK_PRE_SMOLLM) { /* digits stand alone; the regex sees the text between */
             if (f[i] & F_N) { ends[nw++] = off[++i]; continue; }
-            for (e = i; e < n && !(f[e] & F_N);) e++;
+            if (e <= i) /* the next digit: looked for once per stretch, not once per word */
+                for (e = i; e < n && !(f[e] & F_N);) e++;
         }
         size_t j = match(pre, &v, i, e);
         if (j <= i) j = i + 1; /* cannot happen: every codepoint matches some branch */
