@@ -12,6 +12,11 @@ typedef enum { AK_PRE_GPT2, AK_PRE_LLAMA3, AK_PRE_QWEN2, AK_PRE_SMOLLM } ak_tok_
 
 enum { AK_TF_EOG = 1, AK_TF_SKIP = 2 /* piece is empty unless special */ };
 
+/* A node of the special-token trie: the text so far ends with byte; its children are
+ * nodes child .. child + n_child - 1, sorted by byte. id_any / id_user: the smallest id
+ * of a special / user-defined token whose whole text this node spells, or -1. */
+typedef struct { uint32_t child, n_child; int32_t id_any, id_user; uint8_t byte; } ak_special_node;
+
 struct ak_tokenizer {
     ak_tok_model model;
     ak_tok_pre pre;
@@ -28,8 +33,8 @@ struct ak_tokenizer {
     int32_t *merge_id;
     uint32_t merge_mask;
     int32_t byte_id[256];      /* SPM: <0xXX> token; BPE: token of the byte's mapped char */
-    int32_t *special;          /* special ids grouped by first byte, longest first */
-    uint32_t special_at[257];  /* start of each first-byte group in special */
+    ak_special_node *special;  /* trie of the special tokens' texts; node 0 is the root */
+    uint32_t special_root[256]; /* the root's child for each first byte; 0 = none */
     int32_t bos, eos, eot, eom, unk;
     bool add_bos, add_eos, add_space_prefix, ignore_merges, lowercase;
     char pre_name[32];
