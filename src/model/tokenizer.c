@@ -257,6 +257,7 @@ static ak_status load_vocab(ak_tokenizer *t, const ak_gguf *g, ak_err *err) {
         memcpy(t->arena + o, s.ptr, s.len);
         t->text_off[i] = (uint32_t)o;
         t->text_len[i] = (uint32_t)s.len;
+        if (s.len > t->max_text_len) t->max_text_len = (uint32_t)s.len;
         o += s.len;
         double f = 0;
         int64_t k = AK_TT_NORMAL;

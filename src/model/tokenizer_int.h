@@ -23,6 +23,7 @@ struct ak_tokenizer {
     int32_t n_vocab;
     char *arena;               /* token texts, then decoded pieces */
     uint32_t *text_off, *text_len, *piece_off, *piece_len;
+    uint32_t max_text_len;     /* the longest token text, in bytes */
     float *scores;
     uint8_t *types, *flags;
     uint32_t *hash;            /* open addressing on text: id + 1, 0 = empty */

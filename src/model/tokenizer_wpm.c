@@ -50,11 +50,13 @@ static void encode_word(const ak_tokenizer *t, const uint32_t *w, size_t n, char
     int first = o->n;
     for (size_t start = 0; start < n;) {
         int32_t id = -1;
-        size_t end = n;
-        for (; end > start; end--) {
-            size_t from = start ? at[start] : 0; /* the first piece carries the U+2581 */
+        size_t from = start ? at[start] : 0; /* the first piece carries the U+2581 */
+        /* no piece is longer than the longest token text: try ends from there, not from
+         * the end of the word (up to 100 characters, each end a hash of the whole piece) */
+        size_t end = n - start > t->max_text_len ? start + t->max_text_len : n;
+        while (end > start && at[end] - from > t->max_text_len) end--;
+        for (; end > start; end--)
             if ((id = ak_tok_lookup(t, buf + from, at[end] - from)) >= 0) break;
-        }
         if (id < 0) { /* no piece fits: the whole word is unknown */
             o->n = first;
             if (t->unk >= 0) ak_tokout_push(o, t->unk);
