@@ -64,10 +64,19 @@ bool ak_bpe_pre_from_name(const char *name, ak_tok_pre *pre, bool *ignore_merges
 /* Pre-tokenizer words of s as end byte offsets; returns the count or -1 (no memory). */
 long ak_bpe_split(ak_tok_pre pre, const char *s, size_t len, size_t **ends);
 
-/* Merge queue shared by SPM and BPE: lowest priority first, then leftmost. */
-typedef struct { double prio; int left, right; uint32_t len; } ak_bigram;
-typedef struct { ak_bigram *a; size_t n, cap; } ak_bigram_heap;
-bool ak_heap_push(ak_bigram_heap *h, ak_bigram b);
-ak_bigram ak_heap_pop(ak_bigram_heap *h);
+/* Merge queue shared by SPM and BPE: the key of the pair that starts at each symbol,
+ * priority << 32 | position (AK_PAIR_NONE: no pair there), lowest first, so that equal
+ * priorities go leftmost first. A tournament tree: leaves t[n + i], each inner node
+ * the smaller of its children t[2j], t[2j + 1], the smallest key at t[1]. */
+#define AK_PAIR_NONE UINT64_MAX
+typedef struct { uint64_t *t; size_t n, cap; } ak_pairq;
+static inline uint64_t ak_pair_key(uint32_t prio, int pos) { return (uint64_t)prio << 32 | (uint32_t)pos; }
+static inline int ak_pair_pos(uint64_t key) { return (int)(uint32_t)key; }
+/* n >= 1 leaves, all AK_PAIR_NONE; set them with ak_pairq_leaf, then ak_pairq_build. */
+bool ak_pairq_reset(ak_pairq *q, size_t n);
+static inline void ak_pairq_leaf(ak_pairq *q, size_t i, uint64_t key) { q->t[q->n + i] = key; }
+void ak_pairq_build(ak_pairq *q);
+static inline uint64_t ak_pairq_top(const ak_pairq *q) { return q->t[1]; }
+void ak_pairq_set(ak_pairq *q, size_t i, uint64_t key);
 
 #endif
