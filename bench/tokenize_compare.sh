@@ -185,6 +185,6 @@ for input, vocab, parse, nbytes, tokens, secs, mbs in ak:
                 lmbs = int(nbytes) / 1e6 / d
                 lt, ratio = f"{lmbs:.2f}", f"{a / lmbs:.2f}"
             if int(r[2]) < runs and r[0] != "timeout":
-                lt += f" ({r[2]} run)"
+                lt += f" ({r[2]} run{'s' if int(r[2]) > 1 else ''})"
     print(f"| {input} | {vocab} | {parse} | {nbytes} | {tokens} | {a:.2f} | {lt} | {ratio} | {same} |")
 EOF
