@@ -40,7 +40,6 @@ bool ak_pairq_reset(ak_pairq *q, size_t n) {
         if (!q->t) return false;
     }
     q->n = n;
-    for (size_t i = 0; i < need; i++) q->t[i] = AK_PAIR_NONE;
     return true;
 }
 

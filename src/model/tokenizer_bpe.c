@@ -188,9 +188,13 @@ static ak_status encode_word(const ak_tokenizer *t, const unsigned char *w, size
         int32_t id = ak_tok_lookup(t, map, m);
         if (id >= 0) { ak_tokout_push(o, id); return AK_OK; }
     }
+    if (n == 1) { /* a lone byte (digits stand alone in smollm, qwen2) */
+        if (t->byte_id[w[0]] >= 0) ak_tokout_push(o, t->byte_id[w[0]]);
+        return AK_OK;
+    }
     for (size_t i = 0; i < n; i++) sym[i] = (bpe_sym){(int)i - 1, i + 1 < n ? (int)i + 1 : -1, t->byte_id[w[i]], -1};
     if (!ak_pairq_reset(q, n)) return AK_ERR_NOMEM;
-    for (size_t i = 0; i + 1 < n; i++) ak_pairq_leaf(q, i, pair_key(t, sym, (int)i));
+    for (size_t i = 0; i < n; i++) ak_pairq_leaf(q, i, pair_key(t, sym, (int)i));
     ak_pairq_build(q);
     for (uint64_t k; (k = ak_pairq_top(q)) != AK_PAIR_NONE;) { /* the best pair absorbs its right symbol */
         int left = ak_pair_pos(k);

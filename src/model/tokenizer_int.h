@@ -72,7 +72,7 @@ long ak_bpe_split(ak_tok_pre pre, const char *s, size_t len, size_t **ends);
 typedef struct { uint64_t *t; size_t n, cap; } ak_pairq;
 static inline uint64_t ak_pair_key(uint32_t prio, int pos) { return (uint64_t)prio << 32 | (uint32_t)pos; }
 static inline int ak_pair_pos(uint64_t key) { return (int)(uint32_t)key; }
-/* n >= 1 leaves, all AK_PAIR_NONE; set them with ak_pairq_leaf, then ak_pairq_build. */
+/* Room for n >= 1 leaves: set every one with ak_pairq_leaf, then ak_pairq_build. */
 bool ak_pairq_reset(ak_pairq *q, size_t n);
 static inline void ak_pairq_leaf(ak_pairq *q, size_t i, uint64_t key) { q->t[q->n + i] = key; }
 void ak_pairq_build(ak_pairq *q);

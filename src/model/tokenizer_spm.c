@@ -73,9 +73,14 @@ ak_status ak_spm_encode(const ak_tokenizer *t, const char *s, size_t len, bool a
     if (n == 0) { rc = AK_OK; goto out; }
     sym[n - 1].next = -1;
     if (!ak_pairq_reset(&q, (size_t)n)) goto out;
-    for (int i = 0; i + 1 < n; i++) ak_pairq_leaf(&q, (size_t)i, pair_key(&st, i));
-    ak_pairq_build(&q);
-    for (uint64_t k; (k = ak_pairq_top(&q)) != AK_PAIR_NONE;) { /* the best pair absorbs its right symbol */
+    bool any = false; /* text without a single pair (digits, say) needs no tree */
+    for (int i = 0; i < n; i++) {
+        uint64_t k = pair_key(&st, i);
+        ak_pairq_leaf(&q, (size_t)i, k);
+        any |= k != AK_PAIR_NONE;
+    }
+    if (any) ak_pairq_build(&q);
+    for (uint64_t k; any && (k = ak_pairq_top(&q)) != AK_PAIR_NONE;) { /* the best pair absorbs its right symbol */
         int left = ak_pair_pos(k);
         spm_sym *l = &sym[left], *r = &sym[l->next];
         ak_pairq_set(&q, (size_t)l->next, AK_PAIR_NONE);
