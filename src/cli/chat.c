@@ -22,9 +22,7 @@ static int conv_add(conv *c, const char *role, const char *text) {
     }
     char *r = strdup(role), *t = strdup(text);
     if (!r || !t) { free(r); free(t); return -1; }
-    c->v[c->n].role = r;
-    c->v[c->n].content = t;
-    c->n++;
+    c->v[c->n++] = (ak_chat_message){.role = r, .content = t};
     return 0;
 }
 

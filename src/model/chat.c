@@ -233,7 +233,8 @@ static ak_status put_args(writer *w, const ak_json *args, ak_err *err) {
         return AK_OK;
     }
     ak_json_doc *d;
-    if (ak_json_parse(args->s, args->len, &d, err)) return ak_fail(err, AK_ERR_ARG, "chat: tool call arguments are not JSON: %s", err ? err->msg : "");
+    ak_err why = {{0}};   /* not err: ak_fail must not format err->msg into itself */
+    if (ak_json_parse(args->s, args->len, &d, &why)) return ak_fail(err, AK_ERR_ARG, "chat: tool call arguments are not JSON: %s", why.msg);
     ak_pyjson_dump(w, ak_json_root(d), 0);
     ak_json_free(d);
     return AK_OK;
@@ -552,8 +553,9 @@ static ak_status parse_tooling(const ak_chat_message *msgs, int n, const ak_chat
         const char *text = i < 0 ? o->tools : msgs[i].tool_calls;
         if (!text) continue;
         ak_json_doc **d = &docs[i + 1];
-        if (ak_json_parse(text, strlen(text), d, err))
-            return ak_fail(err, AK_ERR_ARG, "chat: %s are not JSON: %s", i < 0 ? "the tools" : "tool calls", err ? err->msg : "");
+        ak_err why = {{0}};
+        if (ak_json_parse(text, strlen(text), d, &why))
+            return ak_fail(err, AK_ERR_ARG, "chat: %s are not JSON: %s", i < 0 ? "the tools" : "tool calls", why.msg);
         const ak_json *v = ak_json_root(*d);
         if (v->type != AK_JSON_ARR)
             return ak_fail(err, AK_ERR_ARG, "chat: %s must be a JSON array", i < 0 ? "the tools" : "tool calls");

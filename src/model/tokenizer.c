@@ -59,33 +59,62 @@ static uint32_t make_piece(const ak_tokenizer *t, int32_t id, char *dst) {
     return o;
 }
 
-typedef struct { unsigned char first; uint32_t len; int32_t id; } special_ent;
+typedef struct { const char *p; uint32_t len; int32_t id; } special_ent;
 
 static int special_cmp(const void *a, const void *b) {
     const special_ent *x = a, *y = b;
-    if (x->first != y->first) return x->first < y->first ? -1 : 1;
-    if (x->len != y->len) return x->len > y->len ? -1 : 1;
+    int c = memcmp(x->p, y->p, x->len < y->len ? x->len : y->len);
+    if (c) return c;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
+/* The trie of the special tokens' texts, built breadth first from the sorted texts:
+ * node k stands for the texts e[lo[k]..hi[k]) that share its depth[k]-byte prefix;
+ * those that end there come first (in id order), the others split by their next byte
+ * into the children, which are therefore numbered consecutively. Each node but the
+ * root is a distinct non-empty prefix, so there are at most 1 + the texts' bytes. */
 static ak_status build_specials(ak_tokenizer *t, ak_err *err) {
-    int n = 0;
+    size_t n = 0, bytes = 0;
     for (int32_t i = 0; i < t->n_vocab; i++)
-        if (ak_tokenizer_is_special(t, i) && t->text_len[i] > 0) n++;
-    special_ent *e = malloc((size_t)(n ? n : 1) * sizeof *e);
-    t->special = malloc((size_t)(n ? n : 1) * sizeof *t->special);
-    if (!e || !t->special) { free(e); return ak_fail(err, AK_ERR_NOMEM, "tokenizer: out of memory"); }
+        if (ak_tokenizer_is_special(t, i) && t->text_len[i] > 0) { n++; bytes += t->text_len[i]; }
+    special_ent *e = malloc((n ? n : 1) * sizeof *e);
+    uint32_t *lo = malloc(3 * (bytes + 1) * sizeof *lo), *hi = lo + bytes + 1, *depth = hi + bytes + 1;
+    t->special = malloc((bytes + 1) * sizeof *t->special);
+    if (!e || !lo || !t->special) {
+        free(e); free(lo);
+        return ak_fail(err, AK_ERR_NOMEM, "tokenizer: out of memory");
+    }
     n = 0;
     for (int32_t i = 0; i < t->n_vocab; i++)
         if (ak_tokenizer_is_special(t, i) && t->text_len[i] > 0)
-            e[n++] = (special_ent){(unsigned char)t->arena[t->text_off[i]], t->text_len[i], i};
-    qsort(e, (size_t)n, sizeof *e, special_cmp);
-    int k = 0;
-    for (int b = 0; b <= 256; b++) {
-        t->special_at[b] = (uint32_t)k;
-        while (b < 256 && k < n && e[k].first == b) { t->special[k] = e[k].id; k++; }
+            e[n++] = (special_ent){t->arena + t->text_off[i], t->text_len[i], i};
+    qsort(e, n, sizeof *e, special_cmp);
+    t->special[0] = (ak_special_node){1, 0, -1, -1, 0};
+    lo[0] = 0, hi[0] = (uint32_t)n, depth[0] = 0;
+    uint32_t nn = 1;
+    for (uint32_t k = 0; k < nn; k++) {
+        ak_special_node *nd = &t->special[k];
+        uint32_t i = lo[k], d = depth[k];
+        for (; i < hi[k] && e[i].len == d; i++) {
+            if (nd->id_any < 0) nd->id_any = e[i].id;
+            if (nd->id_user < 0 && t->types[e[i].id] == AK_TT_USER) nd->id_user = e[i].id;
+        }
+        nd->child = nn;
+        while (i < hi[k]) {
+            unsigned char b = (unsigned char)e[i].p[d];
+            uint32_t j = i + 1;
+            while (j < hi[k] && (unsigned char)e[j].p[d] == b) j++;
+            t->special[nn] = (ak_special_node){0, 0, -1, -1, b};
+            lo[nn] = i, hi[nn] = j, depth[nn] = d + 1;
+            if (k == 0) t->special_root[b] = nn;
+            nn++;
+            nd->n_child++;
+            i = j;
+        }
     }
     free(e);
+    free(lo);
     return AK_OK;
 }
 
@@ -179,6 +208,7 @@ static ak_status load_vocab(ak_tokenizer *t, const ak_gguf *g, ak_err *err) {
         memcpy(t->arena + o, s.ptr, s.len);
         t->text_off[i] = (uint32_t)o;
         t->text_len[i] = (uint32_t)s.len;
+        if (s.len > t->max_text_len) t->max_text_len = (uint32_t)s.len;
         o += s.len;
         double f = 0;
         int64_t k = AK_TT_NORMAL;
@@ -295,16 +325,29 @@ static ak_status encode_run(const ak_tokenizer *t, const char *s, size_t len, bo
     return AK_ERR_ARG;
 }
 
-/* Longest special token spelled at s[0..len), or -1. */
-static int32_t match_special(const ak_tokenizer *t, const char *s, size_t len, bool parse_special) {
-    unsigned char b = (unsigned char)s[0];
-    for (uint32_t k = t->special_at[b]; k < t->special_at[b + 1]; k++) {
-        int32_t id = t->special[k];
-        if (!parse_special && t->types[id] != AK_TT_USER) continue;
-        uint32_t n = t->text_len[id];
-        if (n <= len && memcmp(t->arena + t->text_off[id], s, n) == 0) return id;
+/* The child of trie node k for byte b, or 0 (children are sorted by byte). */
+static uint32_t special_child(const ak_special_node *nd, uint32_t k, unsigned char b) {
+    uint32_t lo = nd[k].child, end = lo + nd[k].n_child, hi = end;
+    while (lo < hi) {
+        uint32_t m = lo + (hi - lo) / 2;
+        if (nd[m].byte < b) lo = m + 1;
+        else hi = m;
     }
-    return -1;
+    return lo < end && nd[lo].byte == b ? lo : 0;
+}
+
+/* Longest special token spelled at s[0..len) (the smallest id among equal texts), or
+ * -1: one walk down the trie, at most as many steps as the longest special text. */
+static int32_t match_special(const ak_tokenizer *t, const char *s, size_t len, bool parse_special) {
+    int32_t best = -1;
+    uint32_t k = t->special_root[(unsigned char)s[0]];
+    for (size_t i = 1; k; i++) {
+        int32_t id = parse_special ? t->special[k].id_any : t->special[k].id_user;
+        if (id >= 0) best = id;
+        if (i == len) break;
+        k = special_child(t->special, k, (unsigned char)s[i]);
+    }
+    return best;
 }
 
 ak_status ak_tokenizer_encode(const ak_tokenizer *t, const char *text, size_t len, bool add_special, bool parse_special,

@@ -139,11 +139,12 @@ long ak_bpe_split(ak_tok_pre pre, const char *s, size_t len, size_t **ends_out) 
     off[n] = len;
     cps v = {c, f};
     nw = 0;
+    size_t e = pre == AK_PRE_SMOLLM ? 0 : n; /* end of the text the regex sees from i */
     for (size_t i = 0; i < n;) {
-        size_t e = n;
         if (pre == AK_PRE_SMOLLM) { /* digits stand alone; the regex sees the text between */
             if (f[i] & F_N) { ends[nw++] = off[++i]; continue; }
-            for (e = i; e < n && !(f[e] & F_N);) e++;
+            if (e <= i) /* the next digit: looked for once per stretch, not once per word */
+                for (e = i; e < n && !(f[e] & F_N);) e++;
         }
         size_t j = match(pre, &v, i, e);
         if (j <= i) j = i + 1; /* cannot happen: every codepoint matches some branch */
@@ -168,39 +169,42 @@ static bool merge_find(const ak_tokenizer *t, int32_t a, int32_t b, uint32_t *ra
     }
 }
 
-typedef struct { int prev, next; uint32_t len; int32_t id; } bpe_sym;
+typedef struct { int prev, next; int32_t id, merged; } bpe_sym; /* merged: what the pair starting here makes */
 
-static bool try_pair(const ak_tokenizer *t, bpe_sym *sym, ak_bigram_heap *h, int l, int r) {
+/* The queue key of the pair that starts at symbol l: its merge rank, if it has one. */
+static uint64_t pair_key(const ak_tokenizer *t, bpe_sym *sym, int l) {
     uint32_t rank;
-    int32_t id;
-    if (l < 0 || r < 0 || !merge_find(t, sym[l].id, sym[r].id, &rank, &id)) return true;
-    return ak_heap_push(h, (ak_bigram){(double)rank, l, r, sym[l].len + sym[r].len});
+    int r = sym[l].next;
+    if (r < 0 || !merge_find(t, sym[l].id, sym[r].id, &rank, &sym[l].merged)) return AK_PAIR_NONE;
+    return ak_pair_key(rank, l);
 }
 
 /* One pre-tokenized word; sym and map are scratch of at least n entries / 2n bytes. */
 static ak_status encode_word(const ak_tokenizer *t, const unsigned char *w, size_t n, bpe_sym *sym, char *map,
-                             ak_bigram_heap *h, ak_tokout *o) {
+                             ak_pairq *q, ak_tokout *o) {
     if (t->ignore_merges) { /* the whole word is a token: take it (llama-bpe) */
         size_t m = 0;
         for (size_t i = 0; i < n; i++) m += (size_t)ak_utf8_put(ak_bpe_byte_cp(w[i]), map + m);
         int32_t id = ak_tok_lookup(t, map, m);
         if (id >= 0) { ak_tokout_push(o, id); return AK_OK; }
     }
-    for (size_t i = 0; i < n; i++) sym[i] = (bpe_sym){(int)i - 1, i + 1 < n ? (int)i + 1 : -1, 1, t->byte_id[w[i]]};
-    h->n = 0;
-    for (size_t i = 0; i + 1 < n; i++)
-        if (!try_pair(t, sym, h, (int)i, (int)i + 1)) return AK_ERR_NOMEM;
-    while (h->n) {
-        ak_bigram g = ak_heap_pop(h);
-        bpe_sym *l = &sym[g.left], *r = &sym[g.right];
-        if (!l->len || !r->len || l->next != g.right || l->len + r->len != g.len) continue; /* stale */
-        uint32_t rank;
-        merge_find(t, l->id, r->id, &rank, &l->id);
-        l->len += r->len;
-        r->len = 0;
+    if (n == 1) { /* a lone byte (digits stand alone in smollm, qwen2) */
+        if (t->byte_id[w[0]] >= 0) ak_tokout_push(o, t->byte_id[w[0]]);
+        return AK_OK;
+    }
+    for (size_t i = 0; i < n; i++) sym[i] = (bpe_sym){(int)i - 1, i + 1 < n ? (int)i + 1 : -1, t->byte_id[w[i]], -1};
+    if (!ak_pairq_reset(q, n)) return AK_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) ak_pairq_leaf(q, i, pair_key(t, sym, (int)i));
+    ak_pairq_build(q);
+    for (uint64_t k; (k = ak_pairq_top(q)) != AK_PAIR_NONE;) { /* the best pair absorbs its right symbol */
+        int left = ak_pair_pos(k);
+        bpe_sym *l = &sym[left], *r = &sym[l->next];
+        ak_pairq_set(q, (size_t)l->next, AK_PAIR_NONE);
+        l->id = l->merged;
         l->next = r->next;
-        if (r->next >= 0) sym[r->next].prev = g.left;
-        if (!try_pair(t, sym, h, l->prev, g.left) || !try_pair(t, sym, h, g.left, l->next)) return AK_ERR_NOMEM;
+        if (r->next >= 0) sym[r->next].prev = left;
+        ak_pairq_set(q, (size_t)left, pair_key(t, sym, left));
+        if (l->prev >= 0) ak_pairq_set(q, (size_t)l->prev, pair_key(t, sym, l->prev));
     }
     /* a byte whose mapped char is not in the vocabulary is dropped, as HF (no unk
      * token in byte-level BPE) and llama.cpp do; unk would be wrong for models whose
@@ -219,13 +223,13 @@ ak_status ak_bpe_encode(const ak_tokenizer *t, const char *s, size_t len, ak_tok
         if (ends[k] - (size_t)start > longest) longest = ends[k] - (size_t)start;
     bpe_sym *sym = malloc(longest * sizeof *sym);
     char *map = malloc(2 * longest);
-    ak_bigram_heap h = {0};
-    ak_status rc = (sym && map) ? AK_OK : AK_ERR_NOMEM;
+    ak_pairq q = {0};
+    ak_status rc = (sym && map && ak_pairq_reset(&q, longest)) ? AK_OK : AK_ERR_NOMEM;
     size_t start = 0;
     for (long k = 0; k < nw && !rc; k++) {
-        rc = encode_word(t, (const unsigned char *)s + start, ends[k] - start, sym, map, &h, o);
+        rc = encode_word(t, (const unsigned char *)s + start, ends[k] - start, sym, map, &q, o);
         start = ends[k];
     }
-    free(h.a); free(sym); free(map); free(ends);
+    free(q.t); free(sym); free(map); free(ends);
     return rc;
 }

@@ -13,15 +13,25 @@ typedef struct {
     const ak_tokenizer *t;
     const char *buf;
     spm_sym *sym;
-    ak_bigram_heap heap;
 } spm_state;
 
-static bool try_pair(spm_state *s, int l, int r) {
-    if (l < 0 || r < 0) return true;
-    uint32_t len = s->sym[l].len + s->sym[r].len;
-    int32_t id = ak_tok_lookup(s->t, s->buf + s->sym[l].start, len);
-    if (!ak_tok_mergeable(s->t, id)) return true;
-    return ak_heap_push(&s->heap, (ak_bigram){-(double)s->t->scores[id], l, r, len});
+/* The queue priority of a score, as an integer: higher scores come first. The bits of
+ * a float ordered as unsigned integers (negatives flipped); -0 counts as 0. */
+static uint32_t score_prio(float score) {
+    float p = -score;
+    uint32_t u;
+    if (p == 0) p = 0;
+    memcpy(&u, &p, sizeof u);
+    return (u & 0x80000000u) ? ~u : u | 0x80000000u;
+}
+
+/* The queue key of the pair that starts at symbol l: its concatenation's score, if
+ * that is a vocabulary token. */
+static uint64_t pair_key(const spm_state *s, int l) {
+    int r = s->sym[l].next;
+    if (r < 0) return AK_PAIR_NONE;
+    int32_t id = ak_tok_lookup(s->t, s->buf + s->sym[l].start, s->sym[l].len + s->sym[r].len);
+    return ak_tok_mergeable(s->t, id) ? ak_pair_key(score_prio(s->t->scores[id]), l) : AK_PAIR_NONE;
 }
 
 static void emit(const ak_tokenizer *t, const char *p, uint32_t n, ak_tokout *o) {
@@ -42,7 +52,8 @@ ak_status ak_spm_encode(const ak_tokenizer *t, const char *s, size_t len, bool a
     if (blen > 0x7FFFFFFF) return AK_ERR_ARG;
     char *buf = malloc(blen);
     spm_sym *sym = malloc((blen ? blen : 1) * sizeof *sym);
-    spm_state st = {t, buf, sym, {0}};
+    spm_state st = {t, buf, sym};
+    ak_pairq q = {0};
     ak_status rc = AK_ERR_NOMEM;
     if (!buf || !sym) goto out;
     size_t b = 0;
@@ -61,22 +72,28 @@ ak_status ak_spm_encode(const ak_tokenizer *t, const char *s, size_t len, bool a
     }
     if (n == 0) { rc = AK_OK; goto out; }
     sym[n - 1].next = -1;
-    for (int i = 0; i + 1 < n; i++)
-        if (!try_pair(&st, i, i + 1)) goto out;
-    while (st.heap.n) {
-        ak_bigram g = ak_heap_pop(&st.heap);
-        spm_sym *l = &sym[g.left], *r = &sym[g.right];
-        if (!l->len || !r->len || l->next != g.right || l->len + r->len != g.len) continue; /* stale */
+    if (!ak_pairq_reset(&q, (size_t)n)) goto out;
+    bool any = false; /* text without a single pair (digits, say) needs no tree */
+    for (int i = 0; i < n; i++) {
+        uint64_t k = pair_key(&st, i);
+        ak_pairq_leaf(&q, (size_t)i, k);
+        any |= k != AK_PAIR_NONE;
+    }
+    if (any) ak_pairq_build(&q);
+    for (uint64_t k; any && (k = ak_pairq_top(&q)) != AK_PAIR_NONE;) { /* the best pair absorbs its right symbol */
+        int left = ak_pair_pos(k);
+        spm_sym *l = &sym[left], *r = &sym[l->next];
+        ak_pairq_set(&q, (size_t)l->next, AK_PAIR_NONE);
         l->len += r->len;
-        r->len = 0;
         l->next = r->next;
-        if (r->next >= 0) sym[r->next].prev = g.left;
-        if (!try_pair(&st, l->prev, g.left) || !try_pair(&st, g.left, l->next)) goto out;
+        if (r->next >= 0) sym[r->next].prev = left;
+        ak_pairq_set(&q, (size_t)left, pair_key(&st, left));
+        if (l->prev >= 0) ak_pairq_set(&q, (size_t)l->prev, pair_key(&st, l->prev));
     }
     for (int i = 0; i >= 0; i = sym[i].next) emit(t, buf + sym[i].start, sym[i].len, o);
     rc = AK_OK;
 out:
-    free(st.heap.a);
+    free(q.t);
     free(sym);
     free(buf);
     return rc;

@@ -24,38 +24,35 @@ bool ak_tok_mergeable(const ak_tokenizer *t, int32_t id) {
 
 /* ---- merge queue ---- */
 
-static bool bigram_before(const ak_bigram *a, const ak_bigram *b) {
-    return a->prio < b->prio || (a->prio == b->prio && a->left < b->left);
-}
-
-bool ak_heap_push(ak_bigram_heap *h, ak_bigram b) {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        ak_bigram *a = realloc(h->a, cap * sizeof *a);
-        if (!a) return false;
-        h->a = a;
-        h->cap = cap;
+/* Unlike a heap of queued pairs it holds no stale entries, and a change walks up only
+ * while the minimum changes: a long word's merges stay near the leaves they touch
+ * instead of sifting through a heap as large as the word. */
+bool ak_pairq_reset(ak_pairq *q, size_t n) {
+    size_t need = 2 * n > 2 ? 2 * n : 2;
+    if (need > q->cap) {
+        free(q->t);
+        q->t = malloc(need * sizeof *q->t);
+        q->cap = q->t ? need : 0;
+        if (!q->t) return false;
     }
-    size_t i = h->n++;
-    while (i > 0 && bigram_before(&b, &h->a[(i - 1) / 2])) {
-        h->a[i] = h->a[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    h->a[i] = b;
+    q->n = n;
     return true;
 }
 
-ak_bigram ak_heap_pop(ak_bigram_heap *h) {
-    ak_bigram top = h->a[0], last = h->a[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && bigram_before(&h->a[c + 1], &h->a[c])) c++;
-        if (!bigram_before(&h->a[c], &last)) break;
-        h->a[i] = h->a[c];
-        i = c;
+static uint64_t children_min(const ak_pairq *q, size_t j) {
+    return q->t[2 * j] < q->t[2 * j + 1] ? q->t[2 * j] : q->t[2 * j + 1];
+}
+
+void ak_pairq_build(ak_pairq *q) {
+    for (size_t j = q->n; j-- > 1;) q->t[j] = children_min(q, j);
+}
+
+void ak_pairq_set(ak_pairq *q, size_t i, uint64_t key) {
+    size_t j = q->n + i;
+    q->t[j] = key;
+    for (j >>= 1; j >= 1; j >>= 1) {
+        uint64_t m = children_min(q, j);
+        if (q->t[j] == m) break; /* the ancestors saw this value already */
+        q->t[j] = m;
     }
-    if (h->n) h->a[i] = last;
-    return top;
 }

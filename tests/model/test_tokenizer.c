@@ -3,6 +3,7 @@
  * fetches; pre-tokenizer splits, round trips, BOS/EOS rules, streaming detokenization. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "format/gguf.h"
 #include "model/tokenizer.h"
 #include "model/unicode.h"
@@ -411,6 +412,114 @@ static void test_hostile(void) {
     CHECK(ak_tokenizer_load(&g, &t, &err) == AK_ERR_FORMAT, "gpt2 without tokens rejected: %s", err.msg);
 }
 
+/* ---- pathological text (bench/tokenize_bench.c measures it) ---- */
+
+typedef struct { const char *p; size_t n; int32_t id; bool user; } special_text;
+
+/* Text made of special-token texts, their proper prefixes and suffixes, and stray
+ * bytes, so that special texts overlap and nearly match. */
+static size_t special_soup(const special_text *sp, int n_sp, uint64_t *rng, char *out, size_t cap) {
+    size_t len = 0;
+    int parts = 1 + (int)(ak_rand_u32(rng) % 24);
+    for (int k = 0; k < parts; k++) {
+        const special_text *s = &sp[ak_rand_u32(rng) % (uint32_t)n_sp];
+        uint32_t how = ak_rand_u32(rng) % 10, cut = s->n > 1 ? 1 + ak_rand_u32(rng) % (uint32_t)(s->n - 1) : 1;
+        const char *p = s->p;
+        size_t m = s->n;
+        if (how < 4) {}                              /* the whole text */
+        else if (how < 7) m = cut;                   /* a proper prefix */
+        else if (how < 8) { p += cut; m -= cut; }    /* a suffix */
+        else { p = &"<|>_ \n\tab|<"[ak_rand_u32(rng) % 11]; m = 1; }
+        if (len + m > cap) break;
+        memcpy(out + len, p, m);
+        len += m;
+    }
+    return len;
+}
+
+/* ak_tokenize's special-token splitting against a brute-force scan (longest special
+ * text at each position, the smallest id among equal texts, user-defined tokens only
+ * without parse_special; the runs between them tokenized alone), on texts full of
+ * special-token text; then inputs that took seconds to minutes per MB when special
+ * matching tried every token with the same first byte and the smollm pre-tokenizer
+ * rescanned for digits (now tens of ms). */
+static void test_pathological(const char *path1, const char *path2) {
+    const char *paths[2] = {path1, path2};
+    static char text[512];
+    int32_t *ref = malloc((1 << 16) * sizeof *ref), *run = malloc((1 << 16) * sizeof *run);
+    for (int m = 0; m < 2; m++) {
+        ak_tokenizer *t = load(paths[m]);
+        if (!t) continue;
+        int n_sp = 0;
+        special_text *sp = malloc((size_t)ak_tokenizer_n_vocab(t) * sizeof *sp);
+        for (int32_t id = 0; id < ak_tokenizer_n_vocab(t); id++) {
+            size_t n;
+            const char *p = ak_tokenizer_text(t, id, &n);
+            if (!ak_tokenizer_is_special(t, id) || n == 0) continue;
+            /* user-defined tokens are the special ones whose piece shows without special */
+            sp[n_sp++] = (special_text){p, n, id, piece(t, id, false, NULL, 0) > 0};
+        }
+        uint64_t rng = 777;
+        int bad = 0;
+        ak_err err;
+        for (int it = 0; it < 300; it++) {
+            size_t len = special_soup(sp, n_sp, &rng, text, sizeof text);
+            for (int ps = 0; ps < 2; ps++) {
+                int n = 0, nr = 0, k;
+                if (ak_tokenizer_encode(t, text, len, false, ps, g_ids, 1 << 16, &n, &err)) { bad++; continue; }
+                size_t start = 0;
+                for (size_t i = 0; i <= len;) {
+                    int best = -1;
+                    for (int j = 0; i < len && j < n_sp; j++)
+                        if ((ps || sp[j].user) && sp[j].n <= len - i && memcmp(sp[j].p, text + i, sp[j].n) == 0 &&
+                            (best < 0 || sp[j].n > sp[best].n || (sp[j].n == sp[best].n && sp[j].id < sp[best].id)))
+                            best = j;
+                    if (best < 0 && i < len) { i++; continue; }
+                    if (ak_tokenizer_encode(t, text + start, i - start, false, false, run, 1 << 16, &k, &err)) { bad++; break; }
+                    memcpy(ref + nr, run, (size_t)k * sizeof *run);
+                    nr += k;
+                    if (best < 0) break;
+                    ref[nr++] = sp[best].id;
+                    i += sp[best].n;
+                    start = i;
+                }
+                if (n != nr || memcmp(g_ids, ref, (size_t)n * sizeof *ref) != 0) {
+                    if (bad < 3) fprintf(stderr, "  special split differs (parse_special %d): %.*s\n", ps, (int)len, text);
+                    bad++;
+                }
+            }
+        }
+        CHECK(bad == 0, "%s: %d of 600 special-token splits differ from the brute-force scan", paths[m], bad);
+        printf("%-16s special splits: %d specials, 600 texts, %d differ\n", m ? "gemma3-270m" : "smollm2", n_sp, bad);
+        free(sp);
+
+        /* 1 MB each: "<|im_sta" repeated (no digit: the smollm scan was quadratic) and
+         * '<' repeated (Gemma 3 has 6321 special tokens starting with '<') */
+        static const char *const unit[] = {"<|im_sta", "<"};
+        size_t big = 1000000;
+        char *s = malloc(big);
+        int32_t *ids = malloc((big + 16) * sizeof *ids);
+        for (int u = 0; u < 2; u++) {
+            size_t ul = strlen(unit[u]);
+            for (size_t i = 0; i < big; i++) s[i] = unit[u][i % ul];
+            struct timespec t0, t1;
+            int n = 0;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            ak_status st = ak_tokenizer_encode(t, s, big, false, true, ids, (int)big + 16, &n, &err);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+            CHECK(st == AK_OK && n > 0, "%s: 1 MB of %s: %s", paths[m], unit[u], err.msg);
+            CHECK(sec < 10, "%s: 1 MB of %s took %.1f s", paths[m], unit[u], sec);
+            printf("%-16s 1 MB of \"%s\": %d ids in %.3f s\n", m ? "gemma3-270m" : "smollm2", unit[u], n, sec);
+        }
+        free(s);
+        free(ids);
+        ak_tokenizer_free(t);
+    }
+    free(ref);
+    free(run);
+}
+
 int main(int argc, char **argv) {
     find_root();
     bool real = argc > 2 && strcmp(argv[1], "--real") == 0;
@@ -456,6 +565,7 @@ int main(int argc, char **argv) {
         }
         test_model(p2, "gemma3-270m", LOSSLESS | LOSSLESS_SPECIALS | ALL_BYTES);
         test_rules(p2, "gemma3-270m", 2, 1, true, false, "<end_of_turn>");
+        test_pathological(p1, p2);
     }
     free(g_whole);
     free_lines(&g_corpus);
