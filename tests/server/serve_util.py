@@ -174,9 +174,10 @@ atexit.register(Server.kill_all)
 
 # ---- HTTP ----------------------------------------------------------------------------------
 
-def request(port, method, path, body=None, headers=None, timeout=60):
-    """One request on a fresh connection: (status, headers as a lower-case dict, body bytes)."""
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+def request(port, method, path, body=None, headers=None, timeout=60, source=None):
+    """One request on a fresh connection (from the address `source`, e.g. 127.0.0.2):
+    (status, headers as a lower-case dict, body bytes)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout, source_address=(source, 0) if source else None)
     try:
         h = dict(headers or {})
         if isinstance(body, (dict, list)):
@@ -192,9 +193,9 @@ def request(port, method, path, body=None, headers=None, timeout=60):
         c.close()
 
 
-def post(port, path, body, headers=None, timeout=60):
+def post(port, path, body, headers=None, timeout=60, source=None):
     """POST; (status, parsed JSON or None, headers)."""
-    st, h, data = request(port, "POST", path, body, headers, timeout)
+    st, h, data = request(port, "POST", path, body, headers, timeout, source)
     try:
         j = json.loads(data)
     except ValueError:
