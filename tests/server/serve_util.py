@@ -311,6 +311,45 @@ def raw_exchange(port, data, timeout=30):
         s.close()
 
 
+def post_while_reading(port, path, body, timeout=60):
+    """POST a large body on a raw socket while reading the answer: a server may answer
+    (413) before the body is all sent. (status or None, the bytes read)."""
+    s = raw_connect(port, timeout)
+    head = b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (
+        path.encode(), len(body))
+
+    def send():
+        try:
+            s.sendall(head + body)
+        except OSError:
+            pass
+
+    t = threading.Thread(target=send, daemon=True)
+    t.start()
+    got = b""
+    try:
+        while b"\r\n\r\n" not in got:
+            d = s.recv(65536)
+            if not d:
+                break
+            got += d
+        m = re.match(rb"HTTP/1\.[01] (\d{3})", got)
+        if m:
+            hl = re.search(rb"content-length: *(\d+)", got, re.I)
+            want = got.index(b"\r\n\r\n") + 4 + (int(hl.group(1)) if hl else 0)
+            while len(got) < want:
+                d = s.recv(65536)
+                if not d:
+                    break
+                got += d
+    except OSError:
+        pass
+    s.close()
+    t.join(timeout)
+    m = re.match(rb"HTTP/1\.[01] (\d{3})", got)
+    return (int(m.group(1)) if m else None), got
+
+
 def percentile(xs, p):
     if not xs:
         return float("nan")
