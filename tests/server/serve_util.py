@@ -128,9 +128,9 @@ class Server:
     def sanitizer_report(self):
         return [l for l in self.lines if any(m in l for m in SANITIZER_MARKS)]
 
-    def stop(self, checks, within=10.0):
+    def stop(self, checks, within=10.0, bug=""):
         """SIGTERM; the server must exit 0 within `within` seconds (else SIGKILL and a
-        failed check) and print no sanitizer report."""
+        failed check) and print no sanitizer report. `bug` tags the exit checks."""
         if self.proc is None:
             return
         was_alive = self.alive()
@@ -141,14 +141,14 @@ class Server:
         try:
             rc = self.proc.wait(timeout=within)
             self.stop_seconds = time.monotonic() - t0
-            checks.check(f"{self.name}: exits 0 on SIGTERM", rc == 0, f"rc={rc}")
+            checks.check(f"{self.name}: exits 0 on SIGTERM {bug}".rstrip(), rc == 0, f"rc={rc}")
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-            checks.check(f"{self.name}: exits within {within} s of SIGTERM", False, "hung; killed with SIGKILL")
+            checks.check(f"{self.name}: exits within {within} s of SIGTERM {bug}".rstrip(), False, "hung; killed with SIGKILL")
         self._reader.join(timeout=10)
         rep = self.sanitizer_report()
-        checks.check(f"{self.name}: no sanitizer report", not rep, rep[0] if rep else "")
+        checks.check(f"{self.name}: no sanitizer report {bug}".rstrip(), not rep, rep[0] if rep else "")
         if rep or (self.proc.returncode != 0):
             first = next((i for i, l in enumerate(self.lines) if any(m in l for m in SANITIZER_MARKS)), len(self.lines) - 60)
             shown = self.lines[max(0, first - 3):][:200]

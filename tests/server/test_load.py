@@ -5,6 +5,7 @@ a single client got for the same prompt (none lost, cut or mixed up), every id u
 Prints p50/p99 latency, time to first token of the streams and the aggregate tokens/s.
 Then SIGTERM with requests in flight (and /metrics read in a loop on a kept-alive
 connection): every client gets an answer or the end of its stream, and the server exits 0.
+Checks marked [BUG-n] fail on the server as committed; tests/server/README.md says why.
 
     test_load.py SERVER_BIN MODEL [N_REQUESTS] [N_CLIENTS]"""
 import http.client
@@ -184,7 +185,7 @@ def shutdown_phase(c, srv):
     for t in ts + ms:
         t.start()
     time.sleep(1.5)
-    srv.stop(c, within=15)
+    srv.stop(c, within=15, bug="[BUG-9 under ASan: /metrics reads the slots as they are freed]")
     stop_metrics.set()
     for t in ts + ms:
         t.join(40)
