@@ -208,7 +208,7 @@ def main():
     binary, model = args_or_usage(sys.argv, __doc__)
     n_requests = int(sys.argv[3]) if len(sys.argv) > 3 else 256
     n_clients = int(sys.argv[4]) if len(sys.argv) > 4 else 32
-    watchdog(900, "test_load")
+    watchdog(600, "test_load")   # 10 minutes at most, the slowest build included
     c = Checks("test_load")
     srv = Server(binary, model, ["--slots", "2", "-t", "1", "-c", "512"], name="server --slots 2").start()
     try:
