@@ -659,10 +659,15 @@ ak_job *ak_api_parse(ak_srv *s, const char *url, const char *body, size_t len, a
         return NULL;
     }
     if (!utf8_ok((const unsigned char *)body, len)) { BAD(r, "the request body is not valid UTF-8"); return NULL; }
-    if (has_nul_escape(body, len)) { BAD(r, "the request holds a NUL character (\\u0000), which a prompt cannot"); return NULL; }
-    cJSON *o = cJSON_ParseWithLength(body, len);
-    if (!cJSON_IsObject(o)) {
-        BAD(r, "the request body must be a JSON object%s", o ? "" : " (it does not parse)");
+    if (memchr(body, 0, len) || has_nul_escape(body, len)) {   /* either would cut a prompt short */
+        BAD(r, "the request holds a NUL character, which a prompt cannot");
+        return NULL;
+    }
+    const char *end = NULL;   /* one object, then only whitespace: cJSON stops after one value */
+    cJSON *o = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    while (o && end && end < body + len && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
+    if (!cJSON_IsObject(o) || end != body + len) {
+        BAD(r, "the request body must be a JSON object%s", o ? (end != body + len ? " and nothing after it" : "") : " (it does not parse)");
         cJSON_Delete(o);
         return NULL;
     }
@@ -698,7 +703,11 @@ ak_job *ak_api_parse(ak_srv *s, const char *url, const char *body, size_t len, a
 
 void ak_api_handle(ak_srv *s, const char *method, const char *url, const char *body, size_t len, int fd, ak_reply *r) {
     bool post = !strcmp(method, "POST");
-    if (!strcmp(url, "/v1/models") && !post) { models(s, r); return; }
+    if (!strcmp(url, "/v1/models")) {
+        if (!strcmp(method, "GET") || !strcmp(method, "HEAD")) models(s, r);
+        else ak_api_error(r, 405, "invalid_request_error", NULL, "/v1/models takes GET");
+        return;
+    }
     if (post || (strcmp(url, "/v1/chat/completions") && strcmp(url, "/v1/completions") && strcmp(url, "/v1/embeddings"))) {
         ak_job *j = ak_api_parse(s, url, body, len, r);
         if (!j) return;

@@ -9,12 +9,92 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include "server.h"
+
+#define AK_HTTP_TIMEOUT_S 30   /* idle connections (MHD), and a request's arrival (watch) */
 
 typedef struct {
     ak_buf body;
-    bool too_big;
 } request;
+
+/* ---- slow clients ---- */
+
+/* MHD's timeout is for idle connections: a client sending a byte a second is never
+ * idle. Every connection is watched from its start (or its previous request's end) until
+ * its request has all come; past the timeout its socket is shut down, which MHD sees as
+ * the client gone. */
+typedef struct watch {
+    struct watch *prev, *next;
+    int fd;
+    struct sockaddr_storage peer;   /* to tell the socket from a later one given the same fd */
+    socklen_t peer_len;
+    double since;
+    bool busy;   /* the request is in: the handler or the reply owns the time now */
+} watch;
+
+/* Still the connection we watch: MHD may close an fd (and a new connection get the same
+ * number) a moment before it says the connection closed. */
+static bool same_peer(const watch *w) {
+    struct sockaddr_storage a;
+    socklen_t n = sizeof a;
+    return w->peer_len && !getpeername(w->fd, (struct sockaddr *)&a, &n) && n == w->peer_len && !memcmp(&a, &w->peer, n);
+}
+
+static void notify_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                              enum MHD_ConnectionNotificationCode toe) {
+    ak_srv *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fi = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        watch *w = calloc(1, sizeof *w);
+        *socket_context = w;
+        if (!w || !fi) return;
+        w->fd = fi->connect_fd;
+        w->since = ak_srv_now();
+        socklen_t n = sizeof w->peer;
+        if (!getpeername(w->fd, (struct sockaddr *)&w->peer, &n)) w->peer_len = n;
+        pthread_mutex_lock(&s->cw_mu);
+        w->next = s->cw_head;
+        if (w->next) w->next->prev = w;
+        s->cw_head = w;
+        pthread_mutex_unlock(&s->cw_mu);
+    } else if (*socket_context) {
+        watch *w = *socket_context;
+        pthread_mutex_lock(&s->cw_mu);
+        if (w->prev) w->prev->next = w->next;
+        else if (s->cw_head == w) s->cw_head = w->next;
+        if (w->next) w->next->prev = w->prev;
+        pthread_mutex_unlock(&s->cw_mu);
+        free(w);
+        *socket_context = NULL;
+    }
+}
+
+static void watch_mark(ak_srv *s, struct MHD_Connection *c, bool busy) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    watch *w = ci ? ci->socket_context : NULL;
+    if (!w) return;
+    pthread_mutex_lock(&s->cw_mu);
+    w->busy = busy;
+    w->since = ak_srv_now();
+    pthread_mutex_unlock(&s->cw_mu);
+}
+
+static void *watch_main(void *arg) {
+    ak_srv *s = arg;
+    pthread_mutex_lock(&s->cw_mu);
+    while (s->cw_run) {
+        double now = ak_srv_now();
+        for (watch *w = s->cw_head; w; w = w->next)
+            if (!w->busy && now - w->since > AK_HTTP_TIMEOUT_S && same_peer(w)) shutdown(w->fd, SHUT_RDWR);
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_sec += 1;
+        pthread_cond_timedwait(&s->cw_cv, &s->cw_mu, &t);
+    }
+    pthread_mutex_unlock(&s->cw_mu);
+    return NULL;
+}
 
 /* ---- checks before the API ---- */
 
@@ -44,8 +124,16 @@ static int rate_wait(ak_srv *s, const char *ip) {
     pthread_mutex_lock(&s->rl_mu);
     size_t n = sizeof s->rl / sizeof s->rl[0], h = 5381, slot = 0;
     for (const char *p = ip; *p; p++) h = h * 33 + (unsigned char)*p;
-    slot = h % n;
-    if (strcmp(s->rl[slot].ip, ip)) { /* a new address (or one that collided): a full bucket */
+    /* the address's entry among 8 probed slots; else one whose bucket has refilled (it
+     * loses nothing), else the first, shared: a newcomer never refills another's bucket */
+    size_t found = n, idle = n;
+    for (size_t k = 0; k < 8 && found == n; k++) {
+        size_t i = (h + k) % n;
+        if (!strcmp(s->rl[i].ip, ip)) found = i;
+        else if (idle == n && (!s->rl[i].ip[0] || s->rl[i].tokens + (now - s->rl[i].last) * rate >= s->o.rate_per_min)) idle = i;
+    }
+    slot = found < n ? found : idle < n ? idle : h % n;
+    if (found == n && idle < n) { /* a new address: a full bucket */
         snprintf(s->rl[slot].ip, sizeof s->rl[slot].ip, "%s", ip);
         s->rl[slot].tokens = s->o.rate_per_min;
         s->rl[slot].last = now;
@@ -171,10 +259,6 @@ static void route(ak_srv *s, struct MHD_Connection *c, const char *url, const ch
         r->retry_after = 1;
         return;
     }
-    if (q->too_big) {
-        ak_api_error(r, 413, "invalid_request_error", "request_too_large", "the request body is larger than %zu bytes", s->o.max_body);
-        return;
-    }
     const union MHD_ConnectionInfo *fi = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     ak_api_handle(s, method, url, q->body.p ? q->body.p : "", q->body.len, fi ? fi->connect_fd : -1, r);
 }
@@ -188,12 +272,20 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         if (!(q = calloc(1, sizeof *q))) return MHD_NO;
         *con_cls = q;
         atomic_fetch_add(&s->st.requests, 1);
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > s->o.max_body) { /* refused before its body is read */
+            ak_reply r = {0};
+            ak_api_error(&r, 413, "invalid_request_error", "request_too_large", "the request body is larger than %zu bytes", s->o.max_body);
+            enum MHD_Result ok = send_reply(s, c, &r);
+            ak_buf_free(&r.body);
+            return ok;
+        }
         return MHD_YES;
     }
     if (*upload_size) {
-        if (q->body.len + *upload_size > s->o.max_body) q->too_big = true;   /* read on, keep nothing */
-        else ak_buf_add(&q->body, upload, *upload_size);
-        if (q->body.oom) q->too_big = true;
+        if (q->body.len + *upload_size > s->o.max_body) return MHD_NO;   /* a body past the cap: hang up */
+        ak_buf_add(&q->body, upload, *upload_size);
+        if (q->body.oom) return MHD_NO;
         *upload_size = 0;
         return MHD_YES;
     }
@@ -207,6 +299,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         count(s, 204);
         return ok;
     }
+    watch_mark(s, c, true);
     ak_reply r = {0};
     route(s, c, url, method, q, &r);
     enum MHD_Result ok = r.stream ? send_stream(s, c, r.stream) : send_reply(s, c, &r);
@@ -215,7 +308,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode code) {
-    (void)cls, (void)c, (void)code;
+    (void)code;
+    watch_mark(cls, c, false);   /* the next request on this connection starts its clock */
     request *q = *con_cls;
     if (q) ak_buf_free(&q->body);
     free(q);
@@ -223,6 +317,14 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
 }
 
 ak_status ak_http_start(ak_srv *s, ak_err *err) {
+    pthread_mutex_init(&s->cw_mu, NULL);
+    pthread_cond_init(&s->cw_cv, NULL);
+    s->cw_run = true;
+    if (pthread_create(&s->cw_thread, NULL, watch_main, s)) {
+        s->cw_run = false;
+        snprintf(err->msg, sizeof err->msg, "cannot start a thread");
+        return AK_ERR_NOMEM;
+    }
     struct sockaddr_in a4 = {0};
     struct sockaddr_in6 a6 = {0};
     const struct sockaddr *addr;
@@ -244,10 +346,12 @@ ak_status ak_http_start(ak_srv *s, ak_err *err) {
                                 MHD_OPTION_SOCK_ADDR, addr,
                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)64,
-                                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,   /* idle or slow clients (slow loris) */
+                                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)AK_HTTP_TIMEOUT_S,   /* idle clients */
                                 MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+                                MHD_OPTION_NOTIFY_CONNECTION, notify_connection, s,
                                 MHD_OPTION_END);
     if (!s->httpd) {
+        ak_http_stop(s);   /* the watcher */
         snprintf(err->msg, sizeof err->msg, "cannot listen on %.200s:%d (in use, or not allowed)", s->o.host, s->o.port);
         return AK_ERR_IO;
     }
@@ -266,4 +370,13 @@ void ak_http_quiesce(ak_srv *s) {
 void ak_http_stop(ak_srv *s) {
     if (s->httpd) MHD_stop_daemon(s->httpd);
     s->httpd = NULL;
+    if (s->cw_run) {
+        pthread_mutex_lock(&s->cw_mu);
+        s->cw_run = false;
+        pthread_cond_signal(&s->cw_cv);
+        pthread_mutex_unlock(&s->cw_mu);
+        pthread_join(s->cw_thread, NULL);
+        pthread_cond_destroy(&s->cw_cv);
+        pthread_mutex_destroy(&s->cw_mu);
+    }
 }

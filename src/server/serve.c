@@ -49,7 +49,10 @@ static int parse(int argc, char **argv, ak_srv_opts *o, char **key_owned) {
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model_path = v;
         else if (!strcmp(a, "--host")) o->host = v;
         else if (!strcmp(a, "--alias")) o->model_name = v;
-        else if (!strcmp(a, "--api-key")) o->api_key = v;
+        else if (!strcmp(a, "--api-key")) {
+            if (v && !v[0]) { fprintf(stderr, "akunu serve: --api-key must not be empty\n"); return 2; }
+            o->api_key = v;
+        }
         else if (!strcmp(a, "--api-key-file")) {
             if (!v || !(*key_owned = read_key(v))) { fprintf(stderr, "akunu serve: cannot read a key from '%s'\n", v ? v : ""); return 2; }
             o->api_key = *key_owned;

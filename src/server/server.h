@@ -121,6 +121,13 @@ struct ak_srv {
     int n_ctx;                /* the slots' context */
     pthread_mutex_t rl_mu;
     struct { char ip[64]; double tokens, last; } rl[1024];
+    /* slow clients (http.c): every connection while its request arrives, and a thread
+     * that cuts those past the timeout however they trickle */
+    pthread_mutex_t cw_mu;
+    pthread_cond_t cw_cv;
+    void *cw_head;
+    pthread_t cw_thread;
+    bool cw_run;
 };
 
 /* Queue a job (the slot that holds the longest prefix of its prompt takes it first);

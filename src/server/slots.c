@@ -155,6 +155,15 @@ static void run_generate(ak_slot *sl, ak_job *j) {
         atomic_fetch_add(&t->prefill_us, (long)(res.prefill_seconds * 1e6));
         atomic_fetch_add(&t->decode_us, (long)(res.decode_seconds * 1e6));
         if (res.stop == AK_STOP_CANCELLED) atomic_fetch_add(&t->cancelled, 1);
+        if (res.stop == AK_STOP_CANCELLED && atomic_load(&j->srv->stopping)) {
+            finish(j, AK_ERR_BACKEND, "the server is shutting down");
+            return;
+        }
+        if (res.stop == AK_STOP_CANCELLED && j->deadline && ak_srv_now() > j->deadline) {
+            snprintf(err.msg, sizeof err.msg, "the request ran past the server's time limit (--timeout %d s)", j->srv->o.timeout_s);
+            finish(j, AK_ERR_BACKEND, err.msg);
+            return;
+        }
     }
     finish(j, st, st ? err.msg : NULL);
 }
@@ -164,7 +173,12 @@ static void run_embed(ak_slot *sl, ak_job *j) {
     ak_status st = AK_OK;
     int dim = ak_model_dim(j->srv->m);
     for (int i = 0; i < j->n_seq && !st; i++) {
-        if (!keep_going(j)) { st = AK_ERR_ARG; snprintf(err.msg, sizeof err.msg, "cancelled"); break; }
+        if (!keep_going(j)) {
+            atomic_fetch_add(&j->srv->st.cancelled, 1);
+            st = AK_ERR_ARG;
+            snprintf(err.msg, sizeof err.msg, "cancelled");
+            break;
+        }
         st = ak_embed(sl->s, j->seqs[i], j->lens[i], NULL, j->vectors + (size_t)i * dim, true, &err);
         atomic_fetch_add(&j->srv->st.prompt_tokens, j->lens[i]);
     }
@@ -281,15 +295,18 @@ void ak_srv_stop_slots(ak_srv *s) {
         if (s->slots[i].job) s->slots[i].job->cancelled = true;
         pthread_cond_signal(&s->slots[i].cv);
     }
+    int n = s->n_slots;
+    s->n_slots = 0;   /* /metrics reads the slots under s->mu: from here it sees none */
     pthread_mutex_unlock(&s->mu);
-    for (int i = 0; i < s->n_slots; i++) {
+    for (int i = 0; i < n; i++) {
         pthread_join(s->slots[i].thread, NULL);
         pthread_cond_destroy(&s->slots[i].cv);
         ak_session_free(s->slots[i].s);
     }
+    pthread_mutex_lock(&s->mu);
     free(s->slots);
     free(s->queue);
     s->slots = NULL;
     s->queue = NULL;
-    s->n_slots = 0;
+    pthread_mutex_unlock(&s->mu);
 }
