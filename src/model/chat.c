@@ -240,16 +240,26 @@ static ak_status put_args(writer *w, const ak_json *args, ak_err *err) {
     return AK_OK;
 }
 
-/* <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call> (Qwen 2.5 / 3, Hermes) */
-static ak_status put_tool_call(writer *w, const ak_json *c, ak_err *err) {
+/* OPEN{"name": "NAME", "KEY": ARGS}CLOSE: one call as a family writes it (the name as it
+ * is, as the templates put it). */
+static ak_status put_call(writer *w, const ak_json *c, const char *open, const char *key, const char *close, ak_err *err) {
     const ak_json *name, *args;
     if (!call_parts(c, &name, &args)) return ak_fail(err, AK_ERR_ARG, "chat: a tool call needs a name and arguments");
-    puts_(w, "<tool_call>\n{\"name\": \"");
+    puts_(w, open);
+    puts_(w, "{\"name\": \"");
     put(w, name->s, name->len);
-    puts_(w, "\", \"arguments\": ");
+    puts_(w, "\", \"");
+    puts_(w, key);
+    puts_(w, "\": ");
     ak_status st = put_args(w, args, err);
-    puts_(w, "}\n</tool_call>");
+    puts_(w, "}");
+    puts_(w, close);
     return st;
+}
+
+/* <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call> (Qwen 2.5 / 3, Hermes) */
+static ak_status put_tool_call(writer *w, const ak_json *c, ak_err *err) {
+    return put_call(w, c, "<tool_call>\n", "arguments", "\n</tool_call>", err);
 }
 
 /* The tool definitions one a line, as Qwen's system turn lists them. */
@@ -395,15 +405,8 @@ static ak_status llama3_tools(writer *w, const ak_chat_message *m, int n, const 
 
 /* Llama 3.1+: one call a turn, {"name": NAME, "parameters": ARGS}. */
 static ak_status llama3_call(writer *w, const ak_json *calls, ak_err *err) {
-    const ak_json *name, *args;
     if (calls->len != 1) return ak_fail(err, AK_ERR_ARG, "chat: this model only supports single tool-calls at once");
-    if (!call_parts(calls->child, &name, &args)) return ak_fail(err, AK_ERR_ARG, "chat: a tool call needs a name and arguments");
-    puts_(w, "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"");
-    put(w, name->s, name->len);
-    puts_(w, "\", \"parameters\": ");
-    ak_status st = put_args(w, args, err);
-    puts_(w, "}<|eot_id|>");
-    return st;
+    return put_call(w, calls->child, "<|start_header_id|>assistant<|end_header_id|>\n\n", "parameters", "<|eot_id|>", err);
 }
 
 /* Llama 3.0 puts BOS before the first turn; 3.1+ always opens with a system turn that
