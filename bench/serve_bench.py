@@ -418,7 +418,8 @@ def main():
     reps = {int(k): int(v) for k, v in (p.split(":") for p in a.reps.split(","))}
     for path in [a.model] + ([a.akunu] if a.only != "llama" else []) + ([a.llama_server] if a.only != "akunu" else []):
         if not os.path.exists(path):
-            sys.exit(f"serve_bench: {path} not found (see bench/README.md, 'Serving')")
+            sys.exit(f"serve_bench: {path} not found (llama-server: bench/build-llama-server.sh; akunu: cmake in "
+                     "build/; the model: scripts/get-model)")
     os.makedirs(a.log_dir, exist_ok=True)
     servers = [a.only] if a.only else list(SERVERS)
     try:
