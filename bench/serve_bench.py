@@ -5,7 +5,8 @@ Starts one server at a time (same model, per-slot context and threads; as many s
 clients), waits for /health, warms every slot up, then sends the request set from C client
 threads at once (closed loop: a client sends its next request when its last one ends) and
 times each stream: time to first token (the first chunk with content), the gaps between
-content chunks (inter-token latency), tokens from the final usage. Servers alternate
+content chunks (inter-token latency, ITL), each request's time per output token after the
+first (TPOT: its gaps' sum over its tokens - 1), tokens from the final usage. Servers alternate
 between repetitions, so drift on the machine hits both; each figure is the median over the
 repetitions. Python standard library only. See bench/README.md ("Serving").
 """
@@ -294,9 +295,13 @@ def summarise(results, wall):
     ok = [r for r in results if r["ok"]]
     ttft = [r["ttft"] for r in ok]
     gaps = [g for r in ok for g in r["gaps"]]
+    # time per output token of each request after its first (vLLM's TPOT): unlike the
+    # gaps, it does not depend on whether tokens arrive one by one or in bursts
+    tpot = [sum(r["gaps"]) / (r["completion_tokens"] - 1) for r in ok if r["completion_tokens"] > 1 and r["gaps"]]
     gen = sum(r["completion_tokens"] for r in ok)
     return {"n": len(results), "n_ok": len(ok), "wall_s": wall, "req_s": len(ok) / wall, "tok_s": gen / wall,
             "ttft_p50": pct(ttft, 0.5), "ttft_p90": pct(ttft, 0.9), "itl_p50": pct(gaps, 0.5), "itl_p90": pct(gaps, 0.9),
+            "itl_max": max(gaps) if gaps else float("nan"), "tpot_p50": pct(tpot, 0.5), "tpot_p90": pct(tpot, 0.9),
             "gen_tokens": gen, "prompt_tokens": sum(r["prompt_tokens"] or 0 for r in ok),
             "cached_tokens": sum(r["cached_tokens"] or 0 for r in ok),
             "tokens_per_chunk": gen / max(1, sum(r["chunks"] for r in ok))}
@@ -352,7 +357,7 @@ def fmt_ms(x):
 
 
 def report(a, runs, elapsed, machine):
-    keys = ("req_s", "ttft_p50", "ttft_p90", "itl_p50", "itl_p90", "tok_s")
+    keys = ("req_s", "ttft_p50", "ttft_p90", "tpot_p50", "itl_p50", "itl_p90", "tok_s")
     med = {}
     for (which, conc), lst in runs.items():
         med[(which, conc)] = {k: statistics.median(s[k] for s in lst) for k in keys}
@@ -363,8 +368,9 @@ def report(a, runs, elapsed, machine):
     out.append(f"model {os.path.basename(a.model)}; {machine}; per-slot context {a.ctx}; "
                f"{elapsed / 60:.1f} min in all")
     out.append("")
-    out.append("| clients (= slots) | server | reps | requests/s | TTFT p50 ms | TTFT p90 ms | ITL p50 ms | ITL p90 ms | gen tokens/s |")
-    out.append("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    out.append("| clients (= slots) | server | reps | requests/s | TTFT p50 ms | TTFT p90 ms | TPOT p50 ms | "
+               "ITL p50 ms | ITL p90 ms | gen tokens/s |")
+    out.append("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for c in concs:
         for w in SERVERS:
             m = med.get((w, c))
@@ -372,13 +378,13 @@ def report(a, runs, elapsed, machine):
                 continue
             lo, hi = m["spread_tok_s"]
             out.append(f"| {c} | {LABEL[w]} | {m['reps']} | {m['req_s']:.3f} | {fmt_ms(m['ttft_p50'])} | "
-                       f"{fmt_ms(m['ttft_p90'])} | {fmt_ms(m['itl_p50'])} | {fmt_ms(m['itl_p90'])} | "
+                       f"{fmt_ms(m['ttft_p90'])} | {fmt_ms(m['tpot_p50'])} | {fmt_ms(m['itl_p50'])} | {fmt_ms(m['itl_p90'])} | "
                        f"{m['tok_s']:.1f} ({lo:.1f}-{hi:.1f}) |")
     out.append("")
-    out.append("akunu / llama.cpp (requests/s and tokens/s: above 1 is akunu faster; TTFT and ITL: below 1 is akunu faster):")
+    out.append("akunu / llama.cpp (requests/s and tokens/s: above 1 is akunu faster; times: below 1 is akunu faster):")
     out.append("")
-    out.append("| clients | requests/s | TTFT p50 | TTFT p90 | ITL p50 | ITL p90 | gen tokens/s |")
-    out.append("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    out.append("| clients | requests/s | TTFT p50 | TTFT p90 | TPOT p50 | ITL p50 | ITL p90 | gen tokens/s |")
+    out.append("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for c in concs:
         x, y = med.get(("akunu", c)), med.get(("llama", c))
         if x and y:
@@ -448,7 +454,8 @@ def main():
                 raw.append({"server": w, "conc": c, "rep": rep, "summary": s,
                             "requests": [{k: v for k, v in r.items() if k not in ("t_start", "t_end")} for r in results]})
                 log(f"{w:5s} c={c:2d} rep {rep + 1}: {s['req_s']:.3f} req/s, {s['tok_s']:.1f} tok/s, "
-                    f"TTFT p50 {fmt_ms(s['ttft_p50'])} ms, ITL p50 {fmt_ms(s['itl_p50'])} ms "
+                    f"TTFT p50 {fmt_ms(s['ttft_p50'])} ms, TPOT p50 {fmt_ms(s['tpot_p50'])} ms, "
+                    f"ITL p50/p90/max {fmt_ms(s['itl_p50'])}/{fmt_ms(s['itl_p90'])}/{fmt_ms(s['itl_max'])} ms "
                     f"({s['n_ok']}/{s['n']} ok, {s['gen_tokens']} tokens, {s['prompt_tokens']} prompt, "
                     f"{s['cached_tokens']} cached; load {s['load_s']:.1f} s, RSS {s['rss_mb'] or 0:.0f} MB)")
     elapsed = time.perf_counter() - t_begin
