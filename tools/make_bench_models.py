@@ -10,8 +10,9 @@ weights. The quant blocks are written directly as random bytes with finite f16 s
 chosen so each weight has a standard deviation of about 0.5/sqrt(K); the numbers are
 meaningless but keep activations finite, which is all a speed benchmark needs.
 
-Default set (about 4 GB): llama-3.2-1b-{q4_0,q8_0,q4_k,f16}, qwen3-0.6b-{q8_0,q4_0}.
-The llama-3-8b-{q4_0,q8_0} files (GPU benchmarks, 4.7 / 8.5 GB) only with --only.
+Default set (about 6 GB): llama-3.2-1b-{q4_0,q8_0,q4_k,f16,q4_k_m,q6_k},
+qwen3-0.6b-{q8_0,q4_0,q4_k_m}. The llama-3-8b-{q4_0,q8_0,q4_k_m} files (GPU benchmarks,
+4.7 / 8.5 / 4.9 GB) only with --only. q4_k_m mixes Q4_K and Q6_K as llama.cpp's Q4_K_M.
 Existing files are kept unless --force.
 """
 import argparse
@@ -33,7 +34,8 @@ SHAPES = {
                        vocab=128256, rope=500000.0, eps=1e-5, ctx=8192, tied=False, qk_norm=False),
 }
 
-# name -> (shape, weight type, type of token_embd/output, general.file_type)
+# name -> (shape, weight type, type of token_embd/output, general.file_type); weight type
+# "q4_k_m" mixes Q4_K and Q6_K as llama.cpp's Q4_K_M does (mixed_type)
 MODELS = {
     "llama-3.2-1b-q4_0": ("llama-3.2-1b", QT.Q4_0, QT.Q4_0, 2),
     "llama-3.2-1b-q8_0": ("llama-3.2-1b", QT.Q8_0, QT.Q8_0, 7),
@@ -43,6 +45,10 @@ MODELS = {
     "qwen3-0.6b-q4_0": ("qwen3-0.6b", QT.Q4_0, QT.Q4_0, 2),
     "llama-3-8b-q4_0": ("llama-3-8b", QT.Q4_0, QT.Q4_0, 2),
     "llama-3-8b-q8_0": ("llama-3-8b", QT.Q8_0, QT.Q8_0, 7),
+    "llama-3.2-1b-q4_k_m": ("llama-3.2-1b", "q4_k_m", QT.Q6_K, 15),
+    "llama-3.2-1b-q6_k": ("llama-3.2-1b", QT.Q6_K, QT.Q6_K, 18),
+    "qwen3-0.6b-q4_k_m": ("qwen3-0.6b", "q4_k_m", QT.Q6_K, 15),
+    "llama-3-8b-q4_k_m": ("llama-3-8b", "q4_k_m", QT.Q6_K, 15),
 }
 DEFAULT = [n for n in MODELS if not n.startswith("llama-3-8b")]
 
@@ -108,25 +114,37 @@ def vocab(n):
     return toks, scores, types
 
 
+def mixed_type(wt, tensor, layer, layers):
+    """The type of a layer's matrix: wt, or for "q4_k_m" Q6_K in attn_v and ffn_down of
+    the first and last eighth of the layers and every third one between, Q4_K elsewhere
+    (llama.cpp's Q4_K_M choice)."""
+    if wt != "q4_k_m":
+        return wt
+    more = layer < layers // 8 or layer >= 7 * layers // 8 or (layer - layers // 8) % 3 == 2
+    return QT.Q6_K if tensor in ("attn_v", "ffn_down") and more else QT.Q4_K
+
+
 def tensor_list(c, wt, et):
     """[(name, kind, type, rows, cols)]; kind 'w' (matrix) or 'n' (norm, cols elements)."""
     d, hd, ff = c["dim"], c["head_dim"], c["ffn"]
+    L = c["layers"]
     nq, nkv = c["heads"] * hd, c["kv"] * hd
     t = [("token_embd.weight", "w", et, c["vocab"], d)]
     for l in range(c["layers"]):
         p = "blk.%d." % l
+        m = lambda tensor: mixed_type(wt, tensor, l, L)
         t += [(p + "attn_norm.weight", "n", QT.F32, 1, d),
-              (p + "attn_q.weight", "w", wt, nq, d),
-              (p + "attn_k.weight", "w", wt, nkv, d),
-              (p + "attn_v.weight", "w", wt, nkv, d),
-              (p + "attn_output.weight", "w", wt, d, nq)]
+              (p + "attn_q.weight", "w", m("attn_q"), nq, d),
+              (p + "attn_k.weight", "w", m("attn_k"), nkv, d),
+              (p + "attn_v.weight", "w", m("attn_v"), nkv, d),
+              (p + "attn_output.weight", "w", m("attn_output"), d, nq)]
         if c["qk_norm"]:
             t += [(p + "attn_q_norm.weight", "n", QT.F32, 1, hd),
                   (p + "attn_k_norm.weight", "n", QT.F32, 1, hd)]
         t += [(p + "ffn_norm.weight", "n", QT.F32, 1, d),
-              (p + "ffn_gate.weight", "w", wt, ff, d),
-              (p + "ffn_up.weight", "w", wt, ff, d),
-              (p + "ffn_down.weight", "w", wt, d, ff)]
+              (p + "ffn_gate.weight", "w", m("ffn_gate"), ff, d),
+              (p + "ffn_up.weight", "w", m("ffn_up"), ff, d),
+              (p + "ffn_down.weight", "w", m("ffn_down"), d, ff)]
     t.append(("output_norm.weight", "n", QT.F32, 1, d))
     if not c["tied"]:
         t.append(("output.weight", "w", et, c["vocab"], d))

@@ -3,9 +3,12 @@
  *
  * Streaming path (Q4_0, Q8_0 in the repacked layout, one x row, K a multiple of 256):
  * k_gemv_q below. x is multiplied as int8 codes with dp4a, as on the CPU backend.
+ * Int8 path in the file's layout (every other quant type, and Q4_0/Q8_0 rows whose K is
+ * not a multiple of 256; one x row): k_gemv_k, a warp per row over the units of
+ * kquant.cuh, the same x prologues and epilogues as the streaming kernel.
  * Generic path (every dtype, up to 8 x rows): a warp per output row, lanes over 32-value
  * sub-blocks dequantized as the reference does. */
-#include "backend/cuda/quant.cuh"
+#include "backend/cuda/kquant.cuh"
 
 #define AK_GEMV_THREADS 128
 
@@ -153,8 +156,9 @@ __device__ __forceinline__ void gq_q8(const float (&v)[V], int (&packed)[V / 4],
 /* x as int8 codes in shared memory: per 32 values d = max|x| / 127, the codes and their
  * sum, with TPB threads per 32 values (all loads of a thread in flight at once), x made
  * on the way (PRO: RMSNorm with pro_w, act(g) * u with u at x + K, or the merge of the
- * attention's ms splits in pro_w, where ms > 0). */
-template <int TPB, int PRO, bool PROD>
+ * attention's ms splits in pro_w, where ms > 0). FLT: x as floats at xq instead (the
+ * float weights' GEMV; xd and xs unused). */
+template <int TPB, int PRO, bool PROD, bool FLT = false>
 __device__ __forceinline__ void gq_prep(const ak_cuda_args &a, const float *x, int K, int nb, int8_t *xq, float *xd,
                                         int *xs, int ms) {
     constexpr int V = 32 / TPB;
@@ -226,6 +230,14 @@ __device__ __forceinline__ void gq_prep(const ak_cuda_args &a, const float *x, i
         for (int i = 0; i < V; i++) {
             if (PRO == AK_CUDA_PRO_ACT) v[i] = in ? gq_act_mul(a.act, v[i], w[i]) : 0.f;
             else if (PRO == AK_CUDA_PRO_NORM) v[i] = v[i] * r * w[i];
+        }
+        if constexpr (FLT) {
+            if (in) {
+#pragma unroll
+                for (int c = 0; c < V / 4; c++)
+                    ((float4 *)((float *)xq + k0))[c] = make_float4(v[4 * c], v[4 * c + 1], v[4 * c + 2], v[4 * c + 3]);
+            }
+            continue;
         }
         float amax;
         int sum, packed[V / 4];
@@ -588,6 +600,164 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
     }
 }
 
+/* R rows' dot products with x (one warp; every lane gets them): the int8 codes at xq
+ * (d per 32 at xd) for quant types, x as floats at xq for float ones. The R rows' loads
+ * of a step go out together, which hides half the memory latency a row alone waits. */
+template <int DT, int R>
+__device__ __forceinline__ void gk_dots(const uint8_t *const (&rows)[R], int K, const int8_t *xq, const float *xd, float (&out)[R]) {
+    const int lane = threadIdx.x & 31;
+    float acc[R];
+#pragma unroll
+    for (int i = 0; i < R; i++) acc[i] = 0.f;
+    if constexpr (DT == AK_F32 || DT == AK_F16 || DT == AK_BF16) {
+        constexpr int VPL = DT == AK_F32 ? 4 : 8;   /* values per 16-byte load */
+        const float *xf = (const float *)xq;
+#pragma unroll 2
+        for (int u = lane; u < K / VPL; u += 32) {
+            uint4 wv[R];
+#pragma unroll
+            for (int i = 0; i < R; i++) wv[i] = __ldg((const uint4 *)rows[i] + u);
+            const float4 *xv = (const float4 *)(xf + VPL * u);
+#pragma unroll
+            for (int i = 0; i < R; i++) {
+                if constexpr (DT == AK_F32) {
+                    const float4 x4 = xv[0];
+                    acc[i] += __uint_as_float(wv[i].x) * x4.x + __uint_as_float(wv[i].y) * x4.y +
+                              __uint_as_float(wv[i].z) * x4.z + __uint_as_float(wv[i].w) * x4.w;
+                } else {
+                    const uint32_t ww[4] = {wv[i].x, wv[i].y, wv[i].z, wv[i].w};
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const float4 x4 = xv[h];
+                        float2 f0, f1;
+                        if constexpr (DT == AK_F16) {
+                            f0 = __half22float2(*(const __half2 *)&ww[2 * h]);
+                            f1 = __half22float2(*(const __half2 *)&ww[2 * h + 1]);
+                        } else {
+                            f0 = __bfloat1622float2(*(const __nv_bfloat162 *)&ww[2 * h]);
+                            f1 = __bfloat1622float2(*(const __nv_bfloat162 *)&ww[2 * h + 1]);
+                        }
+                        acc[i] += f0.x * x4.x + f0.y * x4.y + f1.x * x4.z + f1.y * x4.w;
+                    }
+                }
+            }
+        }
+    } else {
+        const int nb = K / 32;
+#pragma unroll 2
+        for (int u = lane; u < nb; u += 32) {
+            kq_unit w[R];
+#pragma unroll
+            for (int i = 0; i < R; i++) kq_decode<DT>(rows[i], nb, u, w[i]);
+#pragma unroll
+            for (int gi = 0; gi < 2; gi++) {
+                /* the groups' x: the same offsets in every row */
+                const int4 xv = *(const int4 *)(xq + w[0].off[gi]);
+                const float dx = xd[w[0].off[gi] / 32];
+                int sx = 0;
+                if constexpr (kq_has_b<DT>()) {
+                    sx = __dp4a(xv.x, 0x01010101, 0);
+                    sx = __dp4a(xv.y, 0x01010101, sx);
+                    sx = __dp4a(xv.z, 0x01010101, sx);
+                    sx = __dp4a(xv.w, 0x01010101, sx);
+                }
+#pragma unroll
+                for (int i = 0; i < R; i++) {
+                    int dot = __dp4a(w[i].q[gi][0], xv.x, 0);
+                    dot = __dp4a(w[i].q[gi][1], xv.y, dot);
+                    dot = __dp4a(w[i].q[gi][2], xv.z, dot);
+                    dot = __dp4a(w[i].q[gi][3], xv.w, dot);
+                    float v = w[i].a[gi] * (float)dot;
+                    if constexpr (kq_has_b<DT>()) v += w[i].b[gi] * (float)sx;
+                    acc[i] += dx * v;
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < R; i++) out[i] = ak_warp_sum(acc[i]);
+}
+
+/* Int8 GEMV over rows in the file's layout (one x row): x to int8 codes in shared memory
+ * with the streaming kernel's prologues (gq_prep), then a warp per two rows at a time
+ * (gated: a gate row and its up row, writing act(g) * u), lanes over the rows' units
+ * (kquant.cuh): four dp4a per group of 16, the group's sum of x codes where the weights
+ * have an offset. Float weights (F32, F16, BF16): x as floats, lanes over 16-byte loads.
+ * Before it waits for the previous kernel, each warp asks L2 for its first rows (weights
+ * depend on nothing a kernel writes), so that the previous kernel's tail and this one's
+ * x prologue overlap their first reads from memory. */
+template <int DT, int PRO>
+__global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_k(ak_cuda_args a, seg_range sr) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    ak_trace_t tr_;
+    const ak_stepv st_ = ak_step(a);
+    ak_p_mm p;
+    memcpy(&p, a.p, sizeof p);
+    const int K = p.K, nb = K / 32, lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    const int c0 = seg_start(p, sr.g0), c1 = seg_start(p, sr.g1), NP = a.gated ? p.N[0] : 0;
+    const int nwork = NP ? NP : c1 - c0, step = gridDim.x * AK_GQ_WARPS, r0 = blockIdx.x * AK_GQ_WARPS + wid;
+    const size_t rb = ak_cuda_row_bytes(DT, K);
+    auto row_ptr = [&](int col) {
+        const int g = seg_of(p, col);
+        return seg_w(a, g) + (size_t)(col - seg_start(p, g)) * rb;
+    };
+    {
+        /* as many rows a warp as keep the grid's requests within 16 MB of L2 (the output
+         * projection's rows would otherwise evict each other) */
+        const size_t per = rb * (NP ? 2 : 1) * (size_t)step;
+        const int pre = per ? (int)min((size_t)4, ((size_t)16 << 20) / per) : 0;
+        for (int t = 0, r = r0; t < pre && r < nwork; t++, r += step)
+            for (int h = 0; h < (NP ? 2 : 1); h++) {
+                const uint8_t *row = row_ptr(NP ? r + h * NP : c0 + r);
+                for (size_t o = (size_t)lane * 128; o < rb; o += 32 * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + o));
+            }
+    }
+    ak_pdl_wait();
+    ak_pdl_trigger();
+    tr_.start(a, st_);
+    if (st_.stopped) return;
+    p = ak_params<ak_p_mm>(a, st_);
+    int8_t *xq = (int8_t *)smem;
+    float *xd = (float *)(smem + K);
+    int *xs = (int *)(xd + nb);
+    const float *x = (const float *)a.b[3] + (p.last_only ? (size_t)(p.n - 1) * p.ld_x : 0);
+    int ms = 0;
+    if (PRO == AK_CUDA_PRO_MERGE) {
+        const int kv = st_.pos + st_.n, keys = a.mrg_window > 0 && kv > a.mrg_window ? a.mrg_window : kv;
+        ms = ak_attn_used_splits(keys, a.mrg_splits);
+        ms = ms <= AK_ATTN_FOLD ? ms : 0;
+    }
+    constexpr bool FLT = DT == AK_F32 || DT == AK_F16 || DT == AK_BF16;
+    if (4 * nb <= AK_GQ_THREADS) gq_prep<4, PRO, false, FLT>(a, x, K, nb, xq, xd, xs, ms);
+    else gq_prep<1, PRO, false, FLT>(a, x, K, nb, xq, xd, xs, ms);
+    __syncthreads();
+    tr_.mark();
+    float *y = (float *)a.b[4];
+    const float *bias = p.has_bias ? (const float *)a.b[5] : NULL;
+    auto put = [&](int col, float v) {
+        if (bias && col < p.N[0]) v += bias[col];
+        y[col] = a.acc ? y[col] + v : v;
+    };
+    for (int r = r0; r < nwork; r += NP ? step : 2 * step) {
+        if (NP) {
+            const uint8_t *rows[2] = {row_ptr(r), row_ptr(NP + r)};
+            float v[2];
+            gk_dots<DT, 2>(rows, K, xq, xd, v);
+            if (lane == 0) y[r] = gq_act_mul(a.act, v[0], v[1]);
+        } else if (r + step < nwork) {
+            const uint8_t *rows[2] = {row_ptr(c0 + r), row_ptr(c0 + r + step)};
+            float v[2];
+            gk_dots<DT, 2>(rows, K, xq, xd, v);
+            if (lane == 0) { put(c0 + r, v[0]); put(c0 + r + step, v[1]); }
+        } else {
+            const uint8_t *rows[1] = {row_ptr(c0 + r)};
+            float v[1];
+            gk_dots<DT, 1>(rows, K, xq, xd, v);
+            if (lane == 0) put(c0 + r, v[0]);
+        }
+    }
+}
+
 /* Generic: one warp per output row, M <= AK_CUDA_GEMV_BATCH x rows. */
 __global__ void __launch_bounds__(AK_GEMV_THREADS) k_gemv_generic(ak_cuda_args a, seg_range sr) {
     AK_KERNEL_ENTRY(ak_p_mm, p);
@@ -647,10 +817,16 @@ template <int DT> static bool gq_fits(int K, int total, bool pair) {
     return c.S <= AK_GQ_WARPS && gq_smem<DT>(K, c.tmax) <= AK_GQ_SMEM_MAX;
 }
 
-/* Whether the streaming kernel takes segments [g0, g1) of a one-row product. */
-static bool fast_ok(const ak_cuda_args &a, const ak_p_mm *p, int g0, int g1) {
+/* The longest float row k_gemv_k takes: x as floats in shared memory, two blocks per
+ * multiprocessor (Llama-3-8B's down projection: 14336). */
+#define AK_GK_MAX_KF 16384
+
+/* Whether segments [g0, g1) of a one-row product share a dtype and a kernel that takes
+ * it: the streaming one (stream) or k_gemv_k (!stream). */
+static bool fast_ok(const ak_cuda_args &a, const ak_p_mm *p, int g0, int g1, bool *stream = NULL) {
     int dt = p->dtype[g0];
-    bool ok = (dt == AK_Q4_0 || dt == AK_Q8_0) && p->K % 256 == 0 && p->K <= AK_GQ_MAX_K && aligned16(a.b[3]) &&
+    bool ok = (kq_type(dt) ? p->K % kq_block(dt) == 0 && p->K <= AK_GQ_MAX_K
+                           : ak_cuda_is_float(dt) && p->K % 32 == 0 && p->K <= AK_GK_MAX_KF) && aligned16(a.b[3]) &&
               (!p->last_only || p->ld_x % 4 == 0) && (!a.pro_w || aligned16(a.pro_w));
     int total = 0;
     for (int g = g0; g < g1; g++) {
@@ -660,7 +836,10 @@ static bool fast_ok(const ak_cuda_args &a, const ak_p_mm *p, int g0, int g1) {
     /* gated: one launch of both segments, gate and up alike, no bias or residual add */
     const bool pair = a.gated;
     ok = ok && (!pair || (g0 == 0 && g1 == 2 && p->nseg == 2 && p->N[0] == p->N[1] && !p->has_bias && !a.acc));
-    return ok && (dt == AK_Q8_0 ? gq_fits<AK_Q8_0>(p->K, total, pair) : gq_fits<AK_Q4_0>(p->K, total, pair));
+    const bool st = ok && (dt == AK_Q4_0 || dt == AK_Q8_0) && p->K % 256 == 0 &&
+                    (dt == AK_Q8_0 ? gq_fits<AK_Q8_0>(p->K, total, pair) : gq_fits<AK_Q4_0>(p->K, total, pair));
+    if (stream) *stream = st;
+    return ok;
 }
 
 /* The producer-warp kernel for the GEMVs that normalise their input (QKV, gate/up, the
@@ -715,12 +894,54 @@ static cudaError_t launch_q(const ak_cuda_args &a, int dt, int total, seg_range 
     return launch_q<AK_Q4_0, PRO>(a, total, sr, K, st);
 }
 
-/* Launches segments [g0, g1) (one dtype) through the streaming or the generic kernel. */
+/* k_gemv_k over `total` rows (gated: NP = total / 2 pairs): a block per 16 rows or pairs,
+ * two blocks per multiprocessor at most, each making the x codes once. */
+template <int DT, int PRO>
+static cudaError_t launch_k(const ak_cuda_args &a, int total, seg_range sr, int K, cudaStream_t st) {
+    const int work = a.gated ? total / 2 : total;
+    int blocks = ak_cdiv(work, AK_GQ_WARPS);
+    if (blocks > 2 * ak_cuda_n_sm) blocks = 2 * ak_cuda_n_sm;
+    const size_t sm = DT == AK_F32 || DT == AK_F16 || DT == AK_BF16 ? (size_t)K * 4 : gq_x_bytes(K);
+    return ak_launch(k_gemv_k<DT, PRO>, dim3(blocks), dim3(AK_GQ_THREADS), sm, st, a, sr);
+}
+template <int PRO>
+static cudaError_t launch_k(const ak_cuda_args &a, int dt, int total, seg_range sr, int K, cudaStream_t st) {
+    switch (dt) {
+    case AK_Q4_0: return launch_k<AK_Q4_0, PRO>(a, total, sr, K, st);
+    case AK_Q8_0: return launch_k<AK_Q8_0, PRO>(a, total, sr, K, st);
+    case AK_Q4_1: return launch_k<AK_Q4_1, PRO>(a, total, sr, K, st);
+    case AK_Q5_0: return launch_k<AK_Q5_0, PRO>(a, total, sr, K, st);
+    case AK_Q5_1: return launch_k<AK_Q5_1, PRO>(a, total, sr, K, st);
+    case AK_Q2_K: return launch_k<AK_Q2_K, PRO>(a, total, sr, K, st);
+    case AK_Q3_K: return launch_k<AK_Q3_K, PRO>(a, total, sr, K, st);
+    case AK_Q4_K: return launch_k<AK_Q4_K, PRO>(a, total, sr, K, st);
+    case AK_Q5_K: return launch_k<AK_Q5_K, PRO>(a, total, sr, K, st);
+    case AK_Q6_K: return launch_k<AK_Q6_K, PRO>(a, total, sr, K, st);
+    case AK_F32: return launch_k<AK_F32, PRO>(a, total, sr, K, st);
+    case AK_F16: return launch_k<AK_F16, PRO>(a, total, sr, K, st);
+    case AK_BF16: return launch_k<AK_BF16, PRO>(a, total, sr, K, st);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+/* Launches segments [g0, g1) (one dtype) through the streaming, the int8 or the generic
+ * kernel. */
 static cudaError_t launch_segs(const ak_cuda_args &a, const ak_p_mm *p, int g0, int g1, int m_rows, cudaStream_t st) {
     int total = 0;
     for (int g = g0; g < g1; g++) total += p->N[g];
     seg_range sr = {g0, g1};
-    if (m_rows == 1 && fast_ok(a, p, g0, g1)) {
+    bool stream = false;
+    if (m_rows == 1 && fast_ok(a, p, g0, g1, &stream) && !stream) {
+        if (a.gated == 2) return cudaErrorInvalidValue;   /* codes: the streaming kernel's alone */
+        switch (a.pro) {
+        case AK_CUDA_PRO_NORM: return launch_k<AK_CUDA_PRO_NORM>(a, p->dtype[g0], total, sr, p->K, st);
+        case AK_CUDA_PRO_ACT: return launch_k<AK_CUDA_PRO_ACT>(a, p->dtype[g0], total, sr, p->K, st);
+        case AK_CUDA_PRO_MERGE: return launch_k<AK_CUDA_PRO_MERGE>(a, p->dtype[g0], total, sr, p->K, st);
+        case AK_CUDA_PRO_NONE: return launch_k<AK_CUDA_PRO_NONE>(a, p->dtype[g0], total, sr, p->K, st);
+        default: return cudaErrorInvalidValue;
+        }
+    }
+    if (m_rows == 1 && stream) {
         switch (a.pro) {
         case AK_CUDA_PRO_NORM: return launch_q<AK_CUDA_PRO_NORM>(a, p->dtype[g0], total, sr, p->K, st);
         case AK_CUDA_PRO_ACT: return launch_q<AK_CUDA_PRO_ACT>(a, p->dtype[g0], total, sr, p->K, st);
@@ -770,8 +991,20 @@ template <int DT, int JC> static cudaError_t gq_init() {
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NORM, JC, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
     return e;
 }
+template <int DT> static cudaError_t gk_init() {
+    cudaError_t e = cudaSuccess;
+    const int sm = AK_GK_MAX_KF * 4;
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_k<DT, AK_CUDA_PRO_NONE>, cudaFuncAttributeMaxDynamicSharedMemorySize, sm);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_k<DT, AK_CUDA_PRO_NORM>, cudaFuncAttributeMaxDynamicSharedMemorySize, sm);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_k<DT, AK_CUDA_PRO_ACT>, cudaFuncAttributeMaxDynamicSharedMemorySize, sm);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_k<DT, AK_CUDA_PRO_MERGE>, cudaFuncAttributeMaxDynamicSharedMemorySize, sm);
+    return e;
+}
 extern "C" int ak_cuda_init_gemv(void) {
-    cudaError_t e = gq_init<AK_Q8_0, 1>();
+    cudaError_t e = gk_init<AK_F32>();
+    if (e == cudaSuccess) e = gk_init<AK_F16>();
+    if (e == cudaSuccess) e = gk_init<AK_BF16>();
+    if (e == cudaSuccess) e = gq_init<AK_Q8_0, 1>();
     if (e == cudaSuccess) e = gq_init<AK_Q8_0, 2>();
     if (e == cudaSuccess) e = gq_init<AK_Q4_0, 1>();
     if (e == cudaSuccess) e = gq_init<AK_Q4_0, 2>();
@@ -793,7 +1026,8 @@ extern "C" int ak_cuda_gemv_fusable(const ak_cuda_args *a, int kernel) {
  * makes at least one chunk of codes per block (gq_codes_cut). */
 extern "C" int ak_cuda_gemv_gate_codes(const ak_cuda_args *a) {
     const ak_p_mm *p = (const ak_p_mm *)a->p;
-    if (!a->gated || a->pro != AK_CUDA_PRO_NORM || !fast_ok(*a, p, 0, 2)) return 0;
+    bool stream = false;
+    if (!a->gated || a->pro != AK_CUDA_PRO_NORM || !fast_ok(*a, p, 0, 2, &stream) || !stream) return 0;
     const int blocks = gq_blocks(2 * p->N[0]);
     gq_cut c;
     size_t sm;
