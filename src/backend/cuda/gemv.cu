@@ -612,7 +612,7 @@ __device__ __forceinline__ void gk_dots(const uint8_t *const (&rows)[R], int K, 
     if constexpr (DT == AK_F32 || DT == AK_F16 || DT == AK_BF16) {
         constexpr int VPL = DT == AK_F32 ? 4 : 8;   /* values per 16-byte load */
         const float *xf = (const float *)xq;
-#pragma unroll 2
+#pragma unroll 4
         for (int u = lane; u < K / VPL; u += 32) {
             uint4 wv[R];
 #pragma unroll
@@ -701,17 +701,21 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_k(ak_cuda_args a, seg
         const int g = seg_of(p, col);
         return seg_w(a, g) + (size_t)(col - seg_start(p, g)) * rb;
     };
-    {
-        /* as many rows a warp as keep the grid's requests within 16 MB of L2 (the output
-         * projection's rows would otherwise evict each other) */
-        const size_t per = rb * (NP ? 2 : 1) * (size_t)step;
-        const int pre = per ? (int)min((size_t)4, ((size_t)16 << 20) / per) : 0;
-        for (int t = 0, r = r0; t < pre && r < nwork; t++, r += step)
-            for (int h = 0; h < (NP ? 2 : 1); h++) {
-                const uint8_t *row = row_ptr(NP ? r + h * NP : c0 + r);
-                for (size_t o = (size_t)lane * 128; o < rb; o += 32 * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + o));
-            }
-    }
+    /* L2 requests for the rows of item r (gated: its gate and up rows), made `pre` items
+     * ahead of the loads: as many as keep the grid's requests within 16 MB of L2 (the
+     * output projection's rows would otherwise evict each other), at least one, so that
+     * the warp's next rows are on their way while it multiplies (more bytes in flight
+     * than its registers could hold) */
+    const size_t per = rb * (NP ? 2 : 1) * (size_t)step;
+    const int pre = (int)max((size_t)1, min((size_t)4, ((size_t)16 << 20) / (per ? per : 1)));
+    auto warm = [&](int r) {
+        if (r >= nwork) return;
+        for (int h = 0; h < (NP ? 2 : 1); h++) {
+            const uint8_t *row = row_ptr(NP ? r + h * NP : c0 + r);
+            for (size_t o = (size_t)lane * 128; o < rb; o += 32 * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + o));
+        }
+    };
+    for (int t = 0; t < pre; t++) warm(r0 + t * step);
     ak_pdl_wait();
     ak_pdl_trigger();
     tr_.start(a, st_);
@@ -739,6 +743,8 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_k(ak_cuda_args a, seg
         y[col] = a.acc ? y[col] + v : v;
     };
     for (int r = r0; r < nwork; r += NP ? step : 2 * step) {
+        warm(r + pre * step);
+        if (!NP) warm(r + (pre + 1) * step);
         if (NP) {
             const uint8_t *rows[2] = {row_ptr(r), row_ptr(NP + r)};
             float v[2];
@@ -895,12 +901,13 @@ static cudaError_t launch_q(const ak_cuda_args &a, int dt, int total, seg_range 
 }
 
 /* k_gemv_k over `total` rows (gated: NP = total / 2 pairs): a block per 16 rows or pairs,
- * two blocks per multiprocessor at most, each making the x codes once. */
+ * one block per multiprocessor at most (80 to 128 registers a thread: one fits), each
+ * making the x codes once; a second wave would make them again and leave a tail. */
 template <int DT, int PRO>
 static cudaError_t launch_k(const ak_cuda_args &a, int total, seg_range sr, int K, cudaStream_t st) {
     const int work = a.gated ? total / 2 : total;
     int blocks = ak_cdiv(work, AK_GQ_WARPS);
-    if (blocks > 2 * ak_cuda_n_sm) blocks = 2 * ak_cuda_n_sm;
+    if (blocks > ak_cuda_n_sm) blocks = ak_cuda_n_sm;
     const size_t sm = DT == AK_F32 || DT == AK_F16 || DT == AK_BF16 ? (size_t)K * 4 : gq_x_bytes(K);
     return ak_launch(k_gemv_k<DT, PRO>, dim3(blocks), dim3(AK_GQ_THREADS), sm, st, a, sr);
 }
