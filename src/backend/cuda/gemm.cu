@@ -4,7 +4,7 @@
  * rows at a time into scratch. Activations are converted to f16 (bf16 for BF16 weights)
  * and cublasGemmEx runs on tensor cores with f32 accumulation and f32 output.
  * Up to AK_CUDA_GEMV_BATCH rows, and the last-row-only logits, use the GEMV kernels. */
-#include "backend/cuda/quant.cuh"
+#include "backend/cuda/kquant.cuh"
 #include <cublas_v2.h>
 #include <type_traits>
 #include <stdio.h>
@@ -52,6 +52,8 @@ __global__ void k_dequant16(const uint8_t *w, int dt, int K, int64_t r0, int nr,
     }
 }
 
+static int blocks_for(int64_t n, int t) { return (int)((n + t - 1) / t); }
+
 /* Repacked Q4_0/Q8_0 (see quant.cuh) to f16: a thread per block, 16-byte loads and stores. */
 template <int DT>
 __global__ void k_dequant16_fast(const uint8_t *w, int K, int64_t r0, int nr, __half *out) {
@@ -78,6 +80,51 @@ __global__ void k_dequant16_fast(const uint8_t *w, int K, int64_t r0, int nr, __
     for (int k = 0; k < 4; k++) o[k] = ((const uint4 *)h)[k];
 }
 
+/* The other quant types (kquant.cuh's units, 16-byte loads where the format allows) to
+ * f16: a thread per unit of 32 values, a q + b with the reference's two roundings. */
+template <int DT>
+__global__ void k_dequant16_kq(const uint8_t *w, int K, int64_t r0, int nr, __half *out) {
+    const int nb = K / 32;
+    const int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (t >= (int64_t)nr * nb) return;
+    const int64_t r = t / nb;
+    kq_unit u;
+    kq_decode<DT>(w + (size_t)(r0 + r) * ak_cuda_row_bytes(DT, K), nb, (int)(t % nb), u);
+#pragma unroll
+    for (int g = 0; g < 2; g++) {
+        __align__(16) __half h[16];
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            const float q = (float)(int8_t)(u.q[g][i / 4] >> (8 * (i % 4)));
+            const float v = kq_has_b<DT>() ? __fadd_rn(__fmul_rn(u.a[g], q), u.b[g]) : __fmul_rn(u.a[g], q);
+            h[i] = __float2half_rn(v);
+        }
+        uint4 *o = (uint4 *)(out + (size_t)r * K + u.off[g]);
+        o[0] = ((const uint4 *)h)[0];
+        o[1] = ((const uint4 *)h)[1];
+    }
+}
+
+template <int DT>
+static void dequant_kq(const uint8_t *w, int K, int64_t r0, int nr, __half *out, cudaStream_t st) {
+    k_dequant16_kq<DT><<<blocks_for((int64_t)nr * (K / 32), 128), 128, 0, st>>>(w, K, r0, nr, out);
+}
+/* Whether k_dequant16_kq takes dt, and launches it. */
+static bool dequant_kq(int dt, const uint8_t *w, int K, int64_t r0, int nr, __half *out, cudaStream_t st) {
+    if (((uintptr_t)w & 15) || K % kq_block(dt)) return false;
+    switch (dt) {
+    case AK_Q4_1: dequant_kq<AK_Q4_1>(w, K, r0, nr, out, st); return true;
+    case AK_Q5_0: dequant_kq<AK_Q5_0>(w, K, r0, nr, out, st); return true;
+    case AK_Q5_1: dequant_kq<AK_Q5_1>(w, K, r0, nr, out, st); return true;
+    case AK_Q2_K: dequant_kq<AK_Q2_K>(w, K, r0, nr, out, st); return true;
+    case AK_Q3_K: dequant_kq<AK_Q3_K>(w, K, r0, nr, out, st); return true;
+    case AK_Q4_K: dequant_kq<AK_Q4_K>(w, K, r0, nr, out, st); return true;
+    case AK_Q5_K: dequant_kq<AK_Q5_K>(w, K, r0, nr, out, st); return true;
+    case AK_Q6_K: dequant_kq<AK_Q6_K>(w, K, r0, nr, out, st); return true;
+    default: return false;
+    }
+}
+
 template <class T>
 __global__ void k_to16(const float *x, int ld_x, int K, int n, T *out) {
     int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
@@ -95,7 +142,6 @@ __global__ void k_add_bias(float *y, int ld_y, const float *bias, int N, int n) 
     y[(size_t)(t / N) * ld_y + t % N] += bias[t % N];
 }
 
-static int blocks_for(int64_t n, int t) { return (int)((n + t - 1) / t); }
 
 /* ak_debug's cuda_profile: the GEMM's parts timed apart, logged when the backend ends. */
 static struct { char name[40]; double us; long calls; } gp[64];
@@ -177,7 +223,7 @@ extern "C" int ak_cuda_gemm(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
                     int nblk = blocks_for((int64_t)nr * (K / 32), 128);
                     if (vec && dt == AK_Q4_0) k_dequant16_fast<AK_Q4_0><<<nblk, 128, 0, st>>>(wg, K, r0, nr, (__half *)x->ws);
                     else if (vec) k_dequant16_fast<AK_Q8_0><<<nblk, 128, 0, st>>>(wg, K, r0, nr, (__half *)x->ws);
-                    else k_dequant16<__half><<<nblk, 128, 0, st>>>(wg, dt, K, r0, nr, (__half *)x->ws);
+                    else if (!dequant_kq(dt, wg, K, r0, nr, (__half *)x->ws, st)) k_dequant16<__half><<<nblk, 128, 0, st>>>(wg, dt, K, r0, nr, (__half *)x->ws);
                     gp_end(st, "dequant", nr, K, dt);
                     gp_begin(st);
                     cs = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, nr, n, K, &one, x->ws, CUDA_R_16F, K, x->xs, CUDA_R_16F, K, &zero,
