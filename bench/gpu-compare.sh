@@ -6,7 +6,8 @@
 # pp512 / tg128 and their ratios (akunu with an F16 KV cache, as llama.cpp's default),
 # and akunu's host time per chain-decoded token. A build that outlives the call resumes
 # on the next one while the machine is warm (the build folder is /root/llama-build).
-#   bench/gpu-compare.sh [MODEL ...]     (default: qwen3-0.6b-q4_0 llama-3-8b-q4_0 llama-3-8b-q8_0)
+#   bench/gpu-compare.sh [MODEL ...]     (default: the 8B shape in Q4_0, Q8_0, Q4_K_M, Q6_K
+#                                         and F16, and Qwen3-0.6B in Q4_K_M)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/build-gpu/compare-out}
@@ -14,7 +15,7 @@ mkdir -p "$OUT"
 src=${SRC:-.llama/src.tgz}
 lb=/root/llama-build
 models=("$@")
-[ ${#models[@]} -gt 0 ] || models=(qwen3-0.6b-q4_0 llama-3-8b-q4_0 llama-3-8b-q8_0)
+[ ${#models[@]} -gt 0 ] || models=(llama-3-8b-q4_0 llama-3-8b-q8_0 llama-3-8b-q4_k_m llama-3-8b-q6_k llama-3-8b-f16 qwen3-0.6b-q4_k_m)
 if ls .whl/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
 fi

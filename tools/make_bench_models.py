@@ -11,8 +11,9 @@ chosen so each weight has a standard deviation of about 0.5/sqrt(K); the numbers
 meaningless but keep activations finite, which is all a speed benchmark needs.
 
 Default set (about 6 GB): llama-3.2-1b-{q4_0,q8_0,q4_k,f16,q4_k_m,q6_k},
-qwen3-0.6b-{q8_0,q4_0,q4_k_m}. The llama-3-8b-{q4_0,q8_0,q4_k_m} files (GPU benchmarks,
-4.7 / 8.5 / 4.9 GB) only with --only. q4_k_m mixes Q4_K and Q6_K as llama.cpp's Q4_K_M.
+qwen3-0.6b-{q8_0,q4_0,q4_k_m}. The llama-3-8b-{q4_0,q8_0,q4_k_m,q6_k,f16} files (GPU
+benchmarks, 4.7 / 8.5 / 5.0 / 6.6 / 16 GB) only with --only. q4_k_m mixes Q4_K and Q6_K
+as llama.cpp's Q4_K_M.
 Existing files are kept unless --force.
 """
 import argparse
@@ -49,6 +50,8 @@ MODELS = {
     "llama-3.2-1b-q6_k": ("llama-3.2-1b", QT.Q6_K, QT.Q6_K, 18),
     "qwen3-0.6b-q4_k_m": ("qwen3-0.6b", "q4_k_m", QT.Q6_K, 15),
     "llama-3-8b-q4_k_m": ("llama-3-8b", "q4_k_m", QT.Q6_K, 15),
+    "llama-3-8b-q6_k": ("llama-3-8b", QT.Q6_K, QT.Q6_K, 18),
+    "llama-3-8b-f16": ("llama-3-8b", QT.F16, QT.F16, 1),
 }
 DEFAULT = [n for n in MODELS if not n.startswith("llama-3-8b")]
 
