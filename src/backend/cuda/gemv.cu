@@ -253,6 +253,14 @@ __device__ __forceinline__ void gq_prep(const ak_cuda_args &a, const float *x, i
     }
 }
 
+/* The attention's key splits a PRO_MERGE prologue merges: those the attention left
+ * unmerged at this step (0: it merged them itself). */
+__device__ __forceinline__ int gq_merge_count(const ak_cuda_args &a, const ak_stepv &st) {
+    const int kv = st.pos + st.n, keys = a.mrg_window > 0 && kv > a.mrg_window ? a.mrg_window : kv;
+    const int ms = ak_attn_used_splits(keys, a.mrg_splits);
+    return ms <= AK_ATTN_FOLD ? ms : 0;
+}
+
 template <int DT, int PRO, int JC, bool PROD, bool CL>
 __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg_range sr, int S, int tmax) {
     using Sh = gq_shape<DT>;
@@ -407,12 +415,7 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
     float *xd = (float *)(smem + K);
     int *xs = (int *)(xd + nb);
     const float *x = (const float *)a.b[3] + (p.last_only ? (size_t)(p.n - 1) * p.ld_x : 0);
-    int ms = 0;   /* the attention's splits to merge: those it left unmerged */
-    if (PRO == AK_CUDA_PRO_MERGE) {
-        const int kv = st_.pos + st_.n, keys = a.mrg_window > 0 && kv > a.mrg_window ? a.mrg_window : kv;
-        ms = ak_attn_used_splits(keys, a.mrg_splits);
-        ms = ms <= AK_ATTN_FOLD ? ms : 0;
-    }
+    const int ms = PRO == AK_CUDA_PRO_MERGE ? gq_merge_count(a, st_) : 0;
     if constexpr (PRO == AK_CUDA_PRO_Q8) {
         /* the first codes_k values as codes (laid out as here), the rest as floats after
          * them: every load in flight before the floats' codes are made */
@@ -725,12 +728,7 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_k(ak_cuda_args a, seg
     float *xd = (float *)(smem + K);
     int *xs = (int *)(xd + nb);
     const float *x = (const float *)a.b[3] + (p.last_only ? (size_t)(p.n - 1) * p.ld_x : 0);
-    int ms = 0;
-    if (PRO == AK_CUDA_PRO_MERGE) {
-        const int kv = st_.pos + st_.n, keys = a.mrg_window > 0 && kv > a.mrg_window ? a.mrg_window : kv;
-        ms = ak_attn_used_splits(keys, a.mrg_splits);
-        ms = ms <= AK_ATTN_FOLD ? ms : 0;
-    }
+    const int ms = PRO == AK_CUDA_PRO_MERGE ? gq_merge_count(a, st_) : 0;
     constexpr bool FLT = DT == AK_F32 || DT == AK_F16 || DT == AK_BF16;
     if (4 * nb <= AK_GQ_THREADS) gq_prep<4, PRO, false, FLT>(a, x, K, nb, xq, xd, xs, ms);
     else gq_prep<1, PRO, false, FLT>(a, x, K, nb, xq, xd, xs, ms);
