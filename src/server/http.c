@@ -172,12 +172,22 @@ static enum MHD_Result send_reply(ak_srv *s, struct MHD_Connection *c, ak_reply 
     return ok;
 }
 
-/* SSE: hand MHD what the slot appended; wait while there is nothing yet. */
+/* SSE: hand MHD what the slot appended; wait while there is nothing yet. A request
+ * queued behind others, or a long prompt, can leave a stream without data for longer
+ * than MHD's idle timeout, which then closed it: after AK_SSE_KEEPALIVE_S of waiting a
+ * comment line goes out instead (clients skip lines that start with ':'). */
+#define AK_SSE_KEEPALIVE_S 10
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     ak_job *j = cls;
+    static const char keepalive[] = ": keep-alive\n\n";
     pthread_mutex_lock(&j->mu);
-    while (j->sse_sent == j->sse.len && !j->done) {
+    for (int waited = 0; j->sse_sent == j->sse.len && !j->done; waited++) {
+        if (waited == AK_SSE_KEEPALIVE_S && max >= sizeof keepalive - 1) {
+            pthread_mutex_unlock(&j->mu);
+            memcpy(buf, keepalive, sizeof keepalive - 1);
+            return (ssize_t)(sizeof keepalive - 1);
+        }
         struct timespec t;
         clock_gettime(CLOCK_REALTIME, &t);
         t.tv_sec += 1;

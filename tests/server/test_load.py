@@ -5,6 +5,7 @@ a single client got for the same prompt (none lost, cut or mixed up), every id u
 Prints p50/p99 latency, time to first token of the streams and the aggregate tokens/s.
 Then SIGTERM with requests in flight (and /metrics read in a loop on a kept-alive
 connection): every client gets an answer or the end of its stream, and the server exits 0.
+Then a stream queued for over 30 s behind a long request still gets its answer.
 Checks marked [BUG-n] fail on the server as committed; tests/server/README.md says why.
 
     test_load.py SERVER_BIN MODEL [N_REQUESTS] [N_CLIENTS]"""
@@ -204,6 +205,52 @@ def shutdown_phase(c, srv):
     c.note(f"shutdown: /metrics read {n_metrics[0]} times on kept-alive connections during it ({n_metrics[1]})")
 
 
+def queued_stream_phase(c, binary, model):
+    """A stream queued behind a long request waits over MHD's 30 s idle timeout for its
+    first token: the server keeps it alive with SSE comments, and it must end with its
+    tokens and [DONE] (before, its connection was closed as idle: no data at all)."""
+    srv = Server(binary, model, ["--slots", "1", "-t", "1", "-c", "8192"], name="server --slots 1").start()
+    try:
+        # a count the model goes on with (no end of text): holds the one slot until hung up
+        hold = Stream(srv.port, "/v1/completions", {"prompt": "1, 2, 3, 4, 5, 6, 7, 8, 9, 10,", "max_tokens": 7000,
+                                                      "temperature": 0, "stream": True}, timeout=120)
+        events = hold.events()
+        first = next(events, None)
+        c.check("queued stream: the holding request streams", isinstance(first, dict), repr(first)[:200])
+        reading = threading.Event()
+
+        def drain():
+            try:
+                for _ in events:
+                    if reading.is_set():
+                        return
+            except Exception:   # hung up under it: the socket goes away mid-read
+                pass
+        threading.Thread(target=drain, daemon=True).start()
+        t0 = time.monotonic()
+        out = {}
+
+        def queued():
+            r = one(srv.port, "/v1/chat/completions", {"messages": [{"role": "user", "content": "Name three colors."}],
+                                                        "max_tokens": 8, "temperature": 0}, True, timeout=180)
+            out.update(r, first_at=None if r["ttft"] is None else r["ttft"])
+        th = threading.Thread(target=queued)
+        th.start()
+        time.sleep(36)   # past the 30 s idle timeout, with the slot still busy
+        reading.set()
+        hold.close()     # the holding request ends; the queued one gets the slot
+        th.join(150)
+        waited = time.monotonic() - t0
+        c.check("queued stream: it was still waiting for its first token after 35 s (the slot was held)",
+                out.get("first_at") is None or out["first_at"] >= 35, f"first token after {out.get('first_at')} s")
+        c.check("queued stream: it ends with its tokens and [DONE] after waiting past the idle timeout",
+                out.get("status") == 200 and not out.get("error") and out.get("text"),
+                f"status {out.get('status')}, error {out.get('error')!r}, text {out.get('text')!r}, {waited:.0f} s")
+        c.note(f"queued stream: first token after {out.get('first_at')} s")
+    finally:
+        srv.kill()
+
+
 def main():
     binary, model = args_or_usage(sys.argv, __doc__)
     n_requests = int(sys.argv[3]) if len(sys.argv) > 3 else 256
@@ -217,6 +264,7 @@ def main():
         shutdown_phase(c, srv)
     finally:
         srv.kill()
+    queued_stream_phase(c, binary, model)
     return c.done()
 
 
