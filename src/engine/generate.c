@@ -143,12 +143,15 @@ static bool penalties_on(const ak_sampling_params *sp) {
 }
 
 /* Greedy without penalties: the table's argmax picks every token and chain decode runs
- * chunks with no host round trip. The chunk grows while a chunk takes under 25 ms, so
- * text still streams smoothly on a slow backend; tokens past a stop are rewound. */
+ * chunks with no host round trip. A chunk is kept within 10-20 ms (from one token, so
+ * the first piece comes at once): on a GPU it grows to a few dozen tokens, whose host
+ * round trip is then noise; on a CPU, where a round trip costs nothing, it stays at a
+ * token or two, so text streams a token at a time (chunks of 25-100 ms came out as
+ * visible bursts of four). Tokens past a stop are rewound. */
 static ak_status decode_chain(ak_session *s, gen *g, int32_t tok, int limit, ak_err *err) {
     const ak_model *m = ak_session_model(s);
     const int32_t *eog;
-    int n_eog = ak_model_eog_ids(m, &eog), chunk = 4;
+    int n_eog = ak_model_eog_ids(m, &eog), chunk = 1;
     int32_t out[64];
     while (g->n_gen < limit) {
         int want = limit - g->n_gen < chunk ? limit - g->n_gen : chunk, got = 0, base = ak_session_pos(s);
@@ -160,8 +163,8 @@ static ak_status decode_chain(ak_session *s, gen *g, int32_t tok, int limit, ak_
             tok = out[i];
             if (!take(g, tok, NULL, 0)) return ak_session_rewind(s, base + 1 + i, err);
         }
-        if (dt < 0.025 && chunk < 64) chunk *= 2;
-        else if (dt > 0.1 && chunk > 1) chunk /= 2;
+        if (dt < 0.010 && chunk < 64) chunk *= 2;
+        else if (dt > 0.020 && chunk > 1) chunk /= 2;
     }
     return AK_OK;
 }
