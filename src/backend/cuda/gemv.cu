@@ -704,21 +704,28 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_k(ak_cuda_args a, seg
         const int g = seg_of(p, col);
         return seg_w(a, g) + (size_t)(col - seg_start(p, g)) * rb;
     };
-    /* L2 requests for the rows of item r (gated: its gate and up rows), made `pre` items
-     * ahead of the loads: as many as keep the grid's requests within 16 MB of L2 (the
-     * output projection's rows would otherwise evict each other), at least one, so that
-     * the warp's next rows are on their way while it multiplies (more bytes in flight
-     * than its registers could hold) */
-    const size_t per = rb * (NP ? 2 : 1) * (size_t)step;
-    const int pre = (int)max((size_t)1, min((size_t)4, ((size_t)16 << 20) / (per ? per : 1)));
-    auto warm = [&](int r) {
-        if (r >= nwork) return;
-        for (int h = 0; h < (NP ? 2 : 1); h++) {
-            const uint8_t *row = row_ptr(NP ? r + h * NP : c0 + r);
-            for (size_t o = (size_t)lane * 128; o < rb; o += 32 * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + o));
-        }
+    /* L2 requests for the two rows of the warp's round `pre` rounds ahead (a round: a gate
+     * row and its up row, or rows r and r + step), so that its next rows are on their
+     * way while it multiplies (more bytes in flight than its registers could hold). The
+     * grid's requests stay within 16 MB of L2: whole rounds where they fit, else the
+     * first `part` bytes of each row of the next round. Requesting whole large rounds
+     * (F16 on the 8B shape: 35 MB ahead across the grid) evicted them before their loads
+     * and read them twice. */
+    const size_t lim = ((size_t)16 << 20) / (size_t)step;
+    const int pre = (int)min((size_t)4, max((size_t)1, lim / (2 * rb)));
+    const size_t part = min(rb, lim / 2);
+    auto warm1 = [&](int col) {
+        const uint8_t *row = row_ptr(col);
+        for (size_t o = (size_t)lane * 128; o < part; o += 32 * 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(row + o));
     };
-    for (int t = 0; t < pre; t++) warm(r0 + t * step);
+    auto warm = [&](int r) {   /* the round starting at r */
+        if (r >= nwork) return;
+        warm1(NP ? r : c0 + r);
+        if (NP) warm1(NP + r);
+        else if (r + step < nwork) warm1(c0 + r + step);
+    };
+    const int round = NP ? step : 2 * step;
+    for (int t = 0; t < pre; t++) warm(r0 + t * round);
     ak_pdl_wait();
     ak_pdl_trigger();
     tr_.start(a, st_);
@@ -740,9 +747,8 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_k(ak_cuda_args a, seg
         if (bias && col < p.N[0]) v += bias[col];
         y[col] = a.acc ? y[col] + v : v;
     };
-    for (int r = r0; r < nwork; r += NP ? step : 2 * step) {
-        warm(r + pre * step);
-        if (!NP) warm(r + (pre + 1) * step);
+    for (int r = r0; r < nwork; r += round) {
+        warm(r + pre * round);
         if (NP) {
             const uint8_t *rows[2] = {row_ptr(r), row_ptr(NP + r)};
             float v[2];
