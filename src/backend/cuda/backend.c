@@ -382,12 +382,13 @@ static void fold_gates(cuda_table *t, const ak_table *tab) {
 }
 
 /* After the fusions (the gate/up GEMV's prologue is known then): the gated pairs whose
- * GEMV can write act(g) * u as int8 codes do (gated 2). */
+ * GEMV can write act(g) * u as int8 codes, and whose down projection reads them on the
+ * streaming kernel too, do (gated 2). */
 static void code_gates(cuda_table *t) {
     for (int i = 0; i + 1 < t->n; i++) {
         ak_cuda_cmd *c = &t->cmds[i], *n = &t->cmds[i + 1];
         if (c->kernel == AK_K_GEMV && c->a.gated && n->kernel == AK_K_GEMV_ACT_DOWN && n->a.gated &&
-            ak_cuda_gemv_gate_codes(&c->a))
+            ak_cuda_gemv_gate_codes(&c->a) && ak_cuda_gemv_down_codes(&n->a))
             c->a.gated = n->a.gated = 2;
     }
 }

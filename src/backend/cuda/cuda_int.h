@@ -101,11 +101,13 @@ int ak_cuda_attn_prefill(const ak_cuda_cmd *c, ak_cuda_ctx *x);
 int ak_cuda_gemv(const ak_cuda_cmd *c, ak_cuda_ctx *x);
 int ak_cuda_gemm(const ak_cuda_cmd *c, ak_cuda_ctx *x);
 int ak_cuda_gemv_act_down(const ak_cuda_cmd *c, ak_cuda_ctx *x);
-/* Whether a one-row GEMV or act_down command runs on the streaming kernel, which
- * takes the decode fusions. */
+/* Whether a one-row GEMV or act_down command runs on the streaming or the int8 kernel,
+ * which take the decode fusions. */
 int ak_cuda_gemv_fusable(const ak_cuda_args *a, int kernel);
 /* Whether the gated gate/up GEMV a (gated set) can write act(g) * u as int8 codes. */
 int ak_cuda_gemv_gate_codes(const ak_cuda_args *a);
+/* Whether the act_down a can read its x as those codes (its weights on the streaming kernel). */
+int ak_cuda_gemv_down_codes(const ak_cuda_args *a);
 
 /* Sets the kernels' shared-memory limits; once per process. pdl: launch with
  * programmatic dependent launch where the GPU has it (sm_90). */

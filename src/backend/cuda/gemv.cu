@@ -827,8 +827,8 @@ template <int DT> static bool gq_fits(int K, int total, bool pair) {
     return c.S <= AK_GQ_WARPS && gq_smem<DT>(K, c.tmax) <= AK_GQ_SMEM_MAX;
 }
 
-/* The longest float row k_gemv_k takes: x as floats in shared memory, two blocks per
- * multiprocessor (Llama-3-8B's down projection: 14336). */
+/* The longest float row k_gemv_k takes: x as floats in shared memory, 64 KB (Llama-3-8B's
+ * down projection: 14336). */
 #define AK_GK_MAX_KF 16384
 
 /* Whether segments [g0, g1) of a one-row product share a dtype and a kernel that takes
@@ -935,6 +935,16 @@ static cudaError_t launch_k(const ak_cuda_args &a, int dt, int total, seg_range 
     }
 }
 
+/* One x row through the streaming kernel (stream) or k_gemv_k. The int8 codes of gated
+ * 2 (the gate/up GEMV writing them, PRO_Q8 on the down projection reading them) are the
+ * streaming kernel's alone. */
+template <int PRO>
+static cudaError_t launch_row(const ak_cuda_args &a, bool stream, int dt, int total, seg_range sr, int K, cudaStream_t st) {
+    if (stream) return launch_q<PRO>(a, dt, total, sr, K, st);
+    if constexpr (PRO == AK_CUDA_PRO_Q8) return cudaErrorInvalidValue;
+    else return a.gated == 2 ? cudaErrorInvalidValue : launch_k<PRO>(a, dt, total, sr, K, st);
+}
+
 /* Launches segments [g0, g1) (one dtype) through the streaming, the int8 or the generic
  * kernel. */
 static cudaError_t launch_segs(const ak_cuda_args &a, const ak_p_mm *p, int g0, int g1, int m_rows, cudaStream_t st) {
@@ -942,23 +952,14 @@ static cudaError_t launch_segs(const ak_cuda_args &a, const ak_p_mm *p, int g0, 
     for (int g = g0; g < g1; g++) total += p->N[g];
     seg_range sr = {g0, g1};
     bool stream = false;
-    if (m_rows == 1 && fast_ok(a, p, g0, g1, &stream) && !stream) {
-        if (a.gated == 2) return cudaErrorInvalidValue;   /* codes: the streaming kernel's alone */
+    if (m_rows == 1 && fast_ok(a, p, g0, g1, &stream)) {
+        const int dt = p->dtype[g0];
         switch (a.pro) {
-        case AK_CUDA_PRO_NORM: return launch_k<AK_CUDA_PRO_NORM>(a, p->dtype[g0], total, sr, p->K, st);
-        case AK_CUDA_PRO_ACT: return launch_k<AK_CUDA_PRO_ACT>(a, p->dtype[g0], total, sr, p->K, st);
-        case AK_CUDA_PRO_MERGE: return launch_k<AK_CUDA_PRO_MERGE>(a, p->dtype[g0], total, sr, p->K, st);
-        case AK_CUDA_PRO_NONE: return launch_k<AK_CUDA_PRO_NONE>(a, p->dtype[g0], total, sr, p->K, st);
-        default: return cudaErrorInvalidValue;
-        }
-    }
-    if (m_rows == 1 && stream) {
-        switch (a.pro) {
-        case AK_CUDA_PRO_NORM: return launch_q<AK_CUDA_PRO_NORM>(a, p->dtype[g0], total, sr, p->K, st);
-        case AK_CUDA_PRO_ACT: return launch_q<AK_CUDA_PRO_ACT>(a, p->dtype[g0], total, sr, p->K, st);
-        case AK_CUDA_PRO_MERGE: return launch_q<AK_CUDA_PRO_MERGE>(a, p->dtype[g0], total, sr, p->K, st);
-        case AK_CUDA_PRO_Q8: return launch_q<AK_CUDA_PRO_Q8>(a, p->dtype[g0], total, sr, p->K, st);
-        default: return launch_q<AK_CUDA_PRO_NONE>(a, p->dtype[g0], total, sr, p->K, st);
+        case AK_CUDA_PRO_NORM: return launch_row<AK_CUDA_PRO_NORM>(a, stream, dt, total, sr, p->K, st);
+        case AK_CUDA_PRO_ACT: return launch_row<AK_CUDA_PRO_ACT>(a, stream, dt, total, sr, p->K, st);
+        case AK_CUDA_PRO_MERGE: return launch_row<AK_CUDA_PRO_MERGE>(a, stream, dt, total, sr, p->K, st);
+        case AK_CUDA_PRO_Q8: return launch_row<AK_CUDA_PRO_Q8>(a, stream, dt, total, sr, p->K, st);
+        default: return launch_row<AK_CUDA_PRO_NONE>(a, stream, dt, total, sr, p->K, st);
         }
     }
     if (a.pro || a.acc || a.gated) return cudaErrorInvalidValue;   /* the encoder fuses only what fast_ok takes */
@@ -1043,6 +1044,12 @@ extern "C" int ak_cuda_gemv_gate_codes(const ak_cuda_args *a) {
     gq_cut c;
     size_t sm;
     return p->dtype[0] == AK_Q8_0 ? gq_codes_cut<AK_Q8_0>(p->K, p->N[0], blocks, &c, &sm) : gq_codes_cut<AK_Q4_0>(p->K, p->N[0], blocks, &c, &sm);
+}
+
+extern "C" int ak_cuda_gemv_down_codes(const ak_cuda_args *a) {
+    ak_cuda_args g = act_down_args(*a);
+    bool stream = false;
+    return fast_ok(g, (const ak_p_mm *)g.p, 0, 1, &stream) && stream;
 }
 
 /* rows: x rows to multiply (1 for decode, n for a batched GEMM; 1 when last_only). */
