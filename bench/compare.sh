@@ -48,34 +48,9 @@ done
                                     qwen3-0.6b-q8_0 qwen3-0.6b-q4_0 default)
 log() { echo "== $*" >&2; }
 
-# ---- llama.cpp (llama-bench only) ----
-if [ ! -x "$lbench" ]; then
-    mkdir -p "$tp/dl"
-    sdist="$(ls "$tp"/dl/llama_cpp_python-*.tar.gz 2>/dev/null | sort -V | tail -1 || true)"
-    if [ -z "$sdist" ]; then
-        log "downloading the llama-cpp-python sdist"
-        python3 -m pip download --quiet --no-deps --no-binary :all: llama-cpp-python -d "$tp/dl" >&2
-        sdist="$(ls "$tp"/dl/llama_cpp_python-*.tar.gz | sort -V | tail -1)"
-    fi
-    src="$tp/$(basename "$sdist" .tar.gz)"
-    if [ ! -f "$src/vendor/llama.cpp/CMakeLists.txt" ]; then
-        log "unpacking $(basename "$sdist")"
-        tar -xzmf "$sdist" -C "$tp"   # -m: fresh mtimes, or the build may think it is stale
-    fi
-    # The sdist keeps a .git file pointing at a submodule directory that is not shipped;
-    # llama.cpp's CMake then depends on a missing file and reconfigures forever.
-    rm -f "$src/vendor/llama.cpp/.git"
-    gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
-    log "building llama-bench (CPU only, -march=native); takes a few minutes on 2 cores"
-    t0=$SECONDS
-    cmake -S "$src/vendor/llama.cpp" -B "$lbuild" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
-        -DGGML_NATIVE=ON -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_BLAS=OFF \
-        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-        -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF >"$tp/llama-build.log" 2>&1
-    cmake --build "$lbuild" --target llama-bench -j2 >>"$tp/llama-build.log" 2>&1 \
-        || { tail -30 "$tp/llama-build.log" >&2; exit 1; }
-    log "llama-bench built in $((SECONDS - t0)) s (log: third_party/llama-build.log)"
-fi
+# ---- llama.cpp (llama-bench) ----
+. "$root/bench/llama-cpu.sh"
+ak_llama_build llama-bench || exit 1
 
 # ---- akunu ----
 if [ -n "${AKUNU:-}" ]; then

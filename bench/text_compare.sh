@@ -60,33 +60,10 @@ prompts=(
 )
 
 # ---- llama.cpp: llama-perplexity, llama-tokenize and the greedy helper ----
-need=()
-for t in llama-perplexity llama-tokenize; do [ -x "$lbuild/bin/$t" ] || need+=("$t"); done
-src="$(ls -d "$tp"/llama_cpp_python-*/vendor/llama.cpp 2>/dev/null | sort -V | tail -1 || true)"
-if [ ! -f "$lbuild/build.ninja" ] && [ ! -f "$lbuild/Makefile" ] || [ -z "$src" ]; then
-    mkdir -p "$tp/dl"
-    sdist="$(ls "$tp"/dl/llama_cpp_python-*.tar.gz 2>/dev/null | sort -V | tail -1 || true)"
-    if [ -z "$sdist" ]; then
-        log "downloading the llama-cpp-python sdist"
-        python3 -m pip download --quiet --no-deps --no-binary :all: llama-cpp-python -d "$tp/dl" >&2
-        sdist="$(ls "$tp"/dl/llama_cpp_python-*.tar.gz | sort -V | tail -1)"
-    fi
-    src="$tp/$(basename "$sdist" .tar.gz)/vendor/llama.cpp"
-    [ -f "$src/CMakeLists.txt" ] || tar -xzmf "$sdist" -C "$tp"
-    rm -f "$src/.git"   # points at a submodule dir the sdist lacks: CMake would reconfigure forever
-    gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
-    log "configuring llama.cpp (CPU only, -march=native)"
-    cmake -S "$src" -B "$lbuild" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
-        -DGGML_NATIVE=ON -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_BLAS=OFF \
-        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-        -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF >"$tp/llama-text-build.log" 2>&1
-    need=(llama-perplexity llama-tokenize)
-fi
-if [ ${#need[@]} -gt 0 ]; then
-    log "building ${need[*]} (a few minutes on 2 cores)"
-    cmake --build "$lbuild" --target "${need[@]}" -j2 >>"$tp/llama-text-build.log" 2>&1 \
-        || { tail -30 "$tp/llama-text-build.log" >&2; exit 1; }
-fi
+. "$root/bench/llama-cpu.sh"
+ak_llama_build llama-perplexity llama-tokenize || exit 1
+ak_llama_fetch || exit 1
+src="$ak_llama_src"
 helper="$tp/text_compare/greedy"
 mkdir -p "$tp/text_compare"
 cat >"$tp/text_compare/greedy.c.new" <<'EOF'

@@ -43,32 +43,9 @@ while [ $# -gt 0 ]; do
 done
 log() { echo "== $*" >&2; }
 
-# ---- llama.cpp: llama-tokenize only, as bench/compare.sh builds llama-bench ----
-if [ ! -x "$ltok" ]; then
-    src="$(ls -d "$tp"/llama_cpp_python-*/vendor/llama.cpp 2>/dev/null | sort -V | tail -1 || true)"
-    if [ -z "$src" ]; then
-        mkdir -p "$tp/dl"
-        sdist="$(ls "$tp"/dl/llama_cpp_python-*.tar.gz 2>/dev/null | sort -V | tail -1 || true)"
-        if [ -z "$sdist" ]; then
-            log "downloading the llama-cpp-python sdist"
-            python3 -m pip download --quiet --no-deps --no-binary :all: llama-cpp-python -d "$tp/dl" >&2
-            sdist="$(ls "$tp"/dl/llama_cpp_python-*.tar.gz | sort -V | tail -1)"
-        fi
-        tar -xzmf "$sdist" -C "$tp"   # -m: fresh mtimes, or the build may think it is stale
-        src="$tp/$(basename "$sdist" .tar.gz)/vendor/llama.cpp"
-    fi
-    rm -f "$src/.git"   # points at a submodule dir the sdist lacks: CMake would reconfigure forever
-    if [ ! -f "$lbuild/build.ninja" ] && [ ! -f "$lbuild/Makefile" ]; then
-        gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
-        cmake -S "$src" -B "$lbuild" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
-            -DGGML_NATIVE=ON -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_BLAS=OFF \
-            -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-            -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF >"$tp/llama-tokenize-build.log" 2>&1
-    fi
-    log "building llama-tokenize (CPU only, Release; a few minutes on 2 cores)"
-    cmake --build "$lbuild" --target llama-tokenize -j2 >>"$tp/llama-tokenize-build.log" 2>&1 \
-        || { tail -30 "$tp/llama-tokenize-build.log" >&2; exit 1; }
-fi
+# ---- llama.cpp: llama-tokenize ----
+. "$root/bench/llama-cpu.sh"
+ak_llama_build llama-tokenize || exit 1
 
 # ---- akunu ----
 log "building tokenize_bench in $abuild"
