@@ -22,6 +22,10 @@ typedef struct ak_grammar ak_grammar;
  * or left recursion. */
 ak_status ak_grammar_parse(const char *text, size_t len, const char *root, ak_grammar **out, ak_err *err);
 void ak_grammar_free(ak_grammar *g);
+/* A random sentence of the grammar into buf (for tests and fuzzing): alternatives drawn
+ * from *rng while shallower than max_depth, shortest ones after. False when it does not
+ * fit in cap bytes or the grammar has no finite sentence. */
+bool ak_grammar_sample(const ak_grammar *g, uint64_t *rng, int max_depth, char *buf, size_t cap, size_t *n_out);
 
 /* The vocabulary as the matcher sees it, built once per tokenizer: every token's bytes
  * (ak_tokenizer_piece, special = false) in a trie. n_vocab is the model's logit count,
