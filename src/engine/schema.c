@@ -52,8 +52,8 @@ static const struct { const char *name, *body; unsigned deps; } sc_prims[P_COUNT
      P_WS | P_STRING | P_VALUE},
     {"array", "\"[\" ws ( value ws ( \",\" ws value ws )* )? \"]\"", P_WS | P_VALUE},
     {"string", "\"\\\"\" char* \"\\\"\"", P_CHAR},
-    {"char", "[^\\\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\\\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )", 0},
-    {"number", "\"-\"? ( \"0\" | [1-9] [0-9]{0,17} ) ( \".\" [0-9]{1,18} )? ( [eE] [-+]? [0-9]{1,3} )?", 0},
+    {"char", "[^\\\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\\\"\\\\/bfnrt] | \"u\" ( [0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} | [dD] [89abAB] [0-9a-fA-F]{2} \"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2} ) )", 0},
+    {"number", "\"-\"? ( \"0\" | [1-9] [0-9]{0,17} ) ( \".\" [0-9]{1,18} )? ( [eE] [-+]? [0-9]{1,2} )?", 0},
     {"integer", "\"-\"? ( \"0\" | [1-9] [0-9]{0,17} )", 0},
     {"boolean", "\"true\" | \"false\"", 0},
     {"null", "\"null\"", 0},
@@ -432,7 +432,7 @@ static ak_status number_body(cv *c, const ak_json *s, sb *o) {
     double d;
     bool nonneg = (ak_json_num(m, &d) && d >= 0) || (ak_json_num(mx, &d) && d >= 0);
     if (!nonneg) { sb_puts(o, use(c, P_NUMBER)); return AK_OK; }
-    sb_puts(o, "( \"0\" | [1-9] [0-9]{0,17} ) ( \".\" [0-9]{1,18} )? ( [eE] [-+]? [0-9]{1,3} )?");
+    sb_puts(o, "( \"0\" | [1-9] [0-9]{0,17} ) ( \".\" [0-9]{1,18} )? ( [eE] [-+]? [0-9]{1,2} )?");
     return AK_OK;
 }
 
@@ -1019,8 +1019,8 @@ const char *ak_schema_json_object_gbnf(void) {
            "object ::= \"{\" ws ( string ws \":\" ws value ws ( \",\" ws string ws \":\" ws value ws )* )? \"}\"\n"
            "array ::= \"[\" ws ( value ws ( \",\" ws value ws )* )? \"]\"\n"
            "string ::= \"\\\"\" char* \"\\\"\"\n"
-           "char ::= [^\\\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\\\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )\n"
-           "number ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,17} ) ( \".\" [0-9]{1,18} )? ( [eE] [-+]? [0-9]{1,3} )?\n"
+           "char ::= [^\\\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\\\"\\\\/bfnrt] | \"u\" ( [0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} | [dD] [89abAB] [0-9a-fA-F]{2} \"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2} ) )\n"
+           "number ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,17} ) ( \".\" [0-9]{1,18} )? ( [eE] [-+]? [0-9]{1,2} )?\n"
            "boolean ::= \"true\" | \"false\"\n"
            "null ::= \"null\"\n";
 }
