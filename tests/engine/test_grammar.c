@@ -9,6 +9,11 @@
 #include <string.h>
 #include "engine/grammar.h"
 #include "format/gguf.h"
+#include "model/tokenizer.h"
+
+#ifndef AK_MODELS
+#define AK_MODELS "models"
+#endif
 #include "test_util.h"
 
 static ak_grammar *parse(const char *text) {
@@ -269,9 +274,165 @@ static void test_own_grammars(void) {
     }
 }
 
+/* ---- token masks ------------------------------------------------------------------- */
+
+static ak_tokenizer *load_tok(const char *path) {
+    ak_gguf *gg = NULL;
+    ak_tokenizer *t = NULL;
+    ak_err err = {{0}};
+    if (ak_gguf_open(path, &gg, &err) || ak_tokenizer_load(gg, &t, &err)) t = NULL;
+    ak_gguf_close(gg);
+    return t;
+}
+
+static bool bit(const uint32_t *mask, int32_t t) { return mask[t >> 5] >> (t & 31) & 1; }
+
+/* The brute-force mask: every token's piece (ak_tokenizer_piece, as the vocabulary reads
+ * it) fed to a matcher without vocabulary at prefix s[0..n), one by one. */
+static void brute_mask(const ak_grammar *g, const ak_tokenizer *tok, int n_vocab, const char *s, size_t n,
+                       uint32_t *mask) {
+    memset(mask, 0, (size_t)(n_vocab + 31) / 32 * 4);
+    ak_gmatch *b = matcher(g, NULL);
+    if (!b) return;
+    CHECK(ak_gmatch_accept_bytes(b, s, n), "brute: prefix");
+    bool end = ak_gmatch_can_end(b);
+    int32_t nt = ak_tokenizer_n_vocab(tok);
+    char piece[1024];
+    for (int32_t t = 0; t < nt && t < n_vocab; t++) {
+        size_t len = 0;
+        if (ak_tokenizer_is_eog(tok, t)) {
+            if (end) mask[t >> 5] |= 1u << (t & 31);
+            continue;
+        }
+        if (ak_tokenizer_piece(tok, t, false, piece, sizeof piece, &len, NULL) || !len) continue;
+        if (ak_gmatch_accept_bytes(b, piece, len)) {
+            mask[t >> 5] |= 1u << (t & 31);
+            ak_gmatch_reset(b);
+            ak_gmatch_accept_bytes(b, s, n);
+        }
+    }
+    ak_gmatch_free(b);
+}
+
+/* Masks along random sentences of g at up to max_states prefixes (every byte offset,
+ * mid-character ones included, spread over the sentences): the mask equals the brute
+ * force, counts its bits, and equals itself from the cache and from a fresh matcher. */
+static void check_masks(const char *vname, const ak_tokenizer *tok, const ak_grammar *g, const char *gname,
+                        int max_states, uint64_t seed) {
+    int n_vocab = ak_tokenizer_n_vocab(tok) + 7; /* padded rows, never allowed */
+    ak_gvocab *v = NULL;
+    ak_err err = {{0}};
+    CHECK(ak_gvocab_create(tok, n_vocab, &v, &err) == AK_OK, "gvocab %s: %s", vname, err.msg);
+    if (!v) return;
+    CHECK(ak_gvocab_n_vocab(v) == n_vocab, "n_vocab");
+    size_t words = (size_t)(n_vocab + 31) / 32;
+    uint32_t *mask = malloc(words * 4), *again = malloc(words * 4), *ref = malloc(words * 4), *fresh = malloc(words * 4);
+    ak_gmatch *m = matcher(g, v);
+    static char buf[4096];
+    int states = 0, in_string = 0, mid_char = 0, mismatches = 0;
+    uint64_t rng = seed;
+    /* json: first some chosen prefixes (inside strings, mid-character, mid-escape) */
+    static const char *fixed[] = {"{\"key\": \"val", "[\"\\u00", "{\"a\": \"caf\xc3", "[1.5e", " {\"a\": tr",
+                                  "[\"\xe4\xb8", "[\"x\", \"\xf0\x9f\x98", "{\"\\"};
+    for (int sent = 0; states < max_states && sent < 50; sent++) {
+        size_t n = 0;
+        if (!strcmp(gname, "json") && sent < 8) {
+            n = strlen(fixed[sent]);
+            memcpy(buf, fixed[sent], n);
+        } else if (!ak_grammar_sample(g, &rng, 6, buf, sizeof buf, &n)) {
+            continue;
+        }
+        /* offsets: a few random ones per sentence, and the end */
+        for (int k = 0; k < 6 && states < max_states; k++) {
+            size_t at = k == 5 ? n : (size_t)(ak_rand_u32(&rng) % (n + 1));
+            if (!strcmp(gname, "json") && sent < 8 && k < 5) continue; /* a chosen prefix: its end only */
+            ak_gmatch_reset(m);
+            CHECK(ak_gmatch_accept_bytes(m, buf, at), "%s/%s: prefix of a sentence", vname, gname);
+            int cnt = ak_gmatch_mask(m, mask);
+            brute_mask(g, tok, n_vocab, buf, at, ref);
+            int pop = 0, diff = 0;
+            for (int32_t t = 0; t < n_vocab; t++) {
+                pop += bit(mask, t);
+                if (bit(mask, t) != bit(ref, t) && diff++ < 3)
+                    CHECK(0, "%s/%s: token %d: mask %d, brute force %d after %zu bytes \"%.*s\"", vname, gname, t,
+                          bit(mask, t), bit(ref, t), at, (int)at, buf);
+            }
+            mismatches += diff > 0;
+            for (int32_t t = ak_tokenizer_n_vocab(tok); t < n_vocab; t++) CHECK(!bit(mask, t), "padded id %d allowed", t);
+            CHECK(cnt == pop, "%s/%s: mask says %d allowed, %d bits", vname, gname, cnt, pop);
+            /* cached, and fresh */
+            CHECK(ak_gmatch_mask(m, again) == cnt && !memcmp(mask, again, words * 4), "%s/%s: cached mask differs", vname,
+                  gname);
+            ak_gmatch *f = matcher(g, v);
+            if (f) {
+                ak_gmatch_accept_bytes(f, buf, at);
+                CHECK(ak_gmatch_mask(f, fresh) == cnt && !memcmp(mask, fresh, words * 4), "%s/%s: fresh mask differs",
+                      vname, gname);
+                ak_gmatch_free(f);
+            }
+            /* accept_token agrees with the mask on a few allowed tokens */
+            for (int tries = 0, done = 0; tries < 200 && done < 3 && cnt; tries++) {
+                int32_t t = (int32_t)(ak_rand_u32(&rng) % (uint32_t)n_vocab);
+                if (!bit(mask, t)) {
+                    CHECK(!ak_gmatch_accept_token(m, t), "%s/%s: accept_token %d outside the mask", vname, gname, t);
+                    continue;
+                }
+                CHECK(ak_gmatch_accept_token(m, t), "%s/%s: accept_token %d inside the mask", vname, gname, t);
+                ak_gmatch_reset(m);
+                ak_gmatch_accept_bytes(m, buf, at);
+                done++;
+            }
+            states++;
+            in_string += at > 0 && cnt > ak_tokenizer_n_vocab(tok) / 2;
+            mid_char += at > 0 && ((unsigned char)buf[at - 1] & 0xC0) && (at == n || ((unsigned char)buf[at] & 0xC0) == 0x80);
+        }
+    }
+    printf("masks %s / %s: %d states (%d with most tokens allowed, %d mid-character), %d mismatched\n", vname, gname,
+           states, in_string, mid_char, mismatches);
+    ak_gmatch_free(m);
+    free(mask), free(again), free(ref), free(fresh);
+    ak_gvocab_free(v);
+}
+
+static const char *mask_gbnf[] = {
+    NULL, /* json_gbnf */
+    "root ::= \"\xc3\xa9\" [\xe4\xb8\x80-\xe9\xbf\xbf]* [^a-z]{0,3} (\"\xf0\x9f\x98\x80\" | \"!\" | \" \")\n",
+    "root ::= ( [a-z ]+ \"\\n\" ){1,4}\n",
+};
+
+static void test_masks(void) {
+    static const struct {
+        const char *name, *path;
+        int states;
+    } vocabs[] = {
+        {"llama fixture", "llama/llama-f32.gguf", 60},
+        {"gemma3 fixture", "gemma3/gemma3-f32.gguf", 60},
+        {"qwen2.5", NULL, 40},
+    };
+    for (size_t i = 0; i < sizeof vocabs / sizeof *vocabs; i++) {
+        ak_tokenizer *tok = NULL;
+        if (vocabs[i].path) {
+            tok = load_tok(ak_fixture(vocabs[i].path));
+            CHECK(tok != NULL, "load %s", vocabs[i].path);
+        } else {
+            tok = load_tok(AK_MODELS "/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+            if (!tok) printf("note: no models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf (scripts/get-model): its masks skipped\n");
+        }
+        if (!tok) continue;
+        for (size_t k = 0; k < sizeof mask_gbnf / sizeof *mask_gbnf; k++) {
+            ak_grammar *g = parse(mask_gbnf[k] ? mask_gbnf[k] : json_gbnf);
+            if (g) check_masks(vocabs[i].name, tok, g, k ? "own" : "json", k ? vocabs[i].states / 3 : vocabs[i].states,
+                               1000 + k);
+            ak_grammar_free(g);
+        }
+        ak_tokenizer_free(tok);
+    }
+}
+
 int main(void) {
     test_errors();
     test_own_grammars();
     test_llama_grammars();
+    test_masks();
     return ak_test_done();
 }
