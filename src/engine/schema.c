@@ -17,16 +17,20 @@
  *            false, enum, const, items, prefixItems, minItems/maxItems up to SC_MAX_REPEAT,
  *            minLength/maxLength up to SC_MAX_REPEAT, anyOf/oneOf (as anyOf), allOf of object
  *            schemas, $ref into the document, integer minimum/maximum/exclusive* (any int64).
- *   bounded: integers have at most 18 digits, fractions 18, exponents 3; whitespace between
+ *   bounded: integers have at most 18 digits, fractions 18, exponents 2; whitespace between
  *            tokens is "", " " or a newline and up to 20 spaces or tabs; strings use the
- *            short escapes and \uXXXX, other characters raw.
+ *            short escapes and \uXXXX (surrogates paired), other characters raw.
  *   relaxed: maxItems/maxLength above SC_MAX_REPEAT (unbounded); number bounds (a minimum
  *            >= 0 only forbids the minus sign); formats date/time check digit ranges, not
  *            the calendar; oneOf is not exclusive; extra keys under additionalProperties
- *            true/{schema} beside properties may repeat a declared one; keywords beside
- *            $ref and beside anyOf/oneOf are ignored (nullable excepted).
- *   error:   the keywords in sc_unsupported, pattern beyond the simple subset (see
- *            pattern_body), remote $refs. */
+ *            true/{schema} beside properties may repeat a declared one; minLength/maxLength
+ *            beside pattern are not kept; keywords beside $ref and beside anyOf/oneOf are
+ *            ignored (nullable excepted).
+ *   stricter (valid JSON the grammar refuses): members in another order than the schema's,
+ *            whitespace beyond the bound, numbers beyond the digit bounds, \uXXXX for a
+ *            character a const/enum/pattern literal spells raw.
+ *   error:   the keywords in sc_unsupported, uniqueItems true, patterns beyond the subset of
+ *            pattern_body, remote $refs and anchors, $ref cycles without text between. */
 
 #define SC_MAX_DEPTH 96           /* schema nodes open at once, through $refs too */
 #define SC_MAX_OUT ((size_t)4 << 20) /* bytes of grammar */
@@ -462,14 +466,230 @@ static ak_status put_repeat(cv *c, sb *o, const char *what, const char *item, in
     return AK_OK;
 }
 
+/* ---- pattern: a regex subset ---- */
+
+/* A pattern (ECMA-262 subset) read into GBNF over the string's JSON text: literals,
+ * escapes \d \w \s \D \W \S and escaped punctuation, ".", classes of ASCII (negated ones
+ * take any other code point), groups ( ) (?: ), "|", * + ? {m} {m,} {m,n} (lazy forms
+ * alike), ^ at the start and $ at the end (without them, any text around). Characters
+ * that JSON escapes are matched in their short escaped form only. */
+typedef struct {
+    cv *c;
+    const char *p, *end, *src;
+    int depth;
+} rx;
+
+static ak_status rx_fail(rx *r, const char *why) {
+    return ak_fail(r->c->err, AK_ERR_UNSUPPORTED, "schema: pattern \"%.100s\": %s at offset %d", r->src, why,
+                   (int)(r->p - r->src));
+}
+
+typedef struct { uint8_t bit[16]; } aset; /* ASCII members */
+static void aset_add(aset *a, int lo, int hi) {
+    for (int ch = lo; ch <= hi && ch < 128; ch++) a->bit[ch >> 3] |= (uint8_t)(1u << (ch & 7));
+}
+static bool aset_has(const aset *a, int ch) { return a->bit[ch >> 3] >> (ch & 7) & 1; }
+
+/* \d \w \s and their negations into a (neg: the complement within ASCII) */
+static bool rx_class_esc(char e, aset *a) {
+    aset t = {{0}};
+    char l = (char)(e | 0x20);
+    if (l == 'd') aset_add(&t, '0', '9');
+    else if (l == 'w') aset_add(&t, '0', '9'), aset_add(&t, 'a', 'z'), aset_add(&t, 'A', 'Z'), aset_add(&t, '_', '_');
+    else if (l == 's') aset_add(&t, ' ', ' '), aset_add(&t, '\t', '\r');
+    else return false;
+    for (int i = 0; i < 16; i++) a->bit[i] |= e == l ? t.bit[i] : (uint8_t)~t.bit[i];
+    return true;
+}
+
+/* One JSON-text item for the code points of a (neg: every code point but a's). */
+static void rx_put_set(rx *r, sb *o, const aset *a, bool neg) {
+    sb_puts(o, "( [");
+    if (neg) sb_puts(o, "^\\x00-\\x1F\\x22\\x5C");
+    for (int ch = 0x20; ch < 0x7f; ch++) {
+        if (ch == '"' || ch == '\\' || !aset_has(a, ch)) continue; /* members, or what [^ ] leaves out */
+        int hi = ch;
+        while (hi + 1 < 0x7f && hi + 1 != '"' && hi + 1 != '\\' && aset_has(a, hi + 1)) hi++;
+        sb_printf(o, "\\x%02X", ch);
+        if (hi > ch) sb_printf(o, "-\\x%02X", hi);
+        ch = hi;
+    }
+    sb_puts(o, "]");
+    static const struct { int ch; const char *esc; } e[] = {{'"', "\"\\\\\\\"\""}, {'\\', "\"\\\\\\\\\""},
+                                                            {'\n', "\"\\\\n\""}, {'\t', "\"\\\\t\""},
+                                                            {'\r', "\"\\\\r\""}, {'\b', "\"\\\\b\""},
+                                                            {'\f', "\"\\\\f\""}};
+    for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
+        if (aset_has(a, e[i].ch) != neg) sb_printf(o, " | %s", e[i].esc);
+    sb_puts(o, " )");
+    (void)r;
+}
+
+static ak_status rx_alt(rx *r, sb *o);
+
+static ak_status rx_atom(rx *r, sb *o) {
+    char ch = *r->p++;
+    aset a = {{0}};
+    if (ch == '(') {
+        if (++r->depth > 32) return rx_fail(r, "groups nested too deep");
+        if (r->p < r->end && *r->p == '?') {
+            if (r->end - r->p < 2 || r->p[1] != ':') return rx_fail(r, "lookarounds and named groups are not supported");
+            r->p += 2;
+        }
+        sb_puts(o, "( ");
+        ak_status st = rx_alt(r, o);
+        if (st) return st;
+        if (r->p >= r->end || *r->p != ')') return rx_fail(r, "a group without ')'");
+        r->p++;
+        r->depth--;
+        sb_puts(o, " )");
+        return AK_OK;
+    }
+    if (ch == '.') {
+        aset_add(&a, '\n', '\n');
+        rx_put_set(r, o, &a, true);
+        return AK_OK;
+    }
+    if (ch == '[') {
+        bool neg = r->p < r->end && *r->p == '^';
+        if (neg) r->p++;
+        bool first = true;
+        while (r->p < r->end && (*r->p != ']' || first)) {
+            first = false;
+            int lo = (unsigned char)*r->p++;
+            if (lo == '\\') {
+                if (r->p >= r->end) return rx_fail(r, "a class ends in '\\'");
+                char e = *r->p++;
+                if (rx_class_esc(e, &a)) continue;
+                if (e == 'n') lo = '\n';
+                else if (e == 't') lo = '\t';
+                else if (e == 'r') lo = '\r';
+                else if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '0' && e <= '9'))
+                    return rx_fail(r, "an escape in a class that is not supported");
+                else lo = (unsigned char)e;
+            }
+            int hi = lo;
+            if (r->end - r->p >= 2 && *r->p == '-' && r->p[1] != ']') {
+                r->p++;
+                hi = (unsigned char)*r->p++;
+                if (hi == '\\') return rx_fail(r, "an escape as a range's end is not supported");
+            }
+            if (lo >= 128 || hi >= 128 || hi < lo) return rx_fail(r, "classes of ASCII characters only");
+            aset_add(&a, lo, hi);
+        }
+        if (r->p >= r->end) return rx_fail(r, "a class without ']'");
+        r->p++;
+        rx_put_set(r, o, &a, neg);
+        return AK_OK;
+    }
+    if (ch == '\\') {
+        if (r->p >= r->end) return rx_fail(r, "a pattern ends in '\\'");
+        char e = *r->p++;
+        if (rx_class_esc(e, &a)) {
+            rx_put_set(r, o, &a, false);
+            return AK_OK;
+        }
+        if (e == 'n') ch = '\n';
+        else if (e == 't') ch = '\t';
+        else if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '0' && e <= '9'))
+            return rx_fail(r, "an escape that is not supported");
+        else ch = e;
+    } else if (strchr("*+?{}|)^$]", ch)) {
+        r->p--;
+        return rx_fail(r, "a character that must be escaped");
+    } else if ((unsigned char)ch >= 128) {
+        r->p--;
+        return rx_fail(r, "non-ASCII characters are not supported");
+    }
+    sb t = {0}; /* the character's JSON text, without the quotes */
+    json_str(&t, &ch, 1);
+    if (t.oom) o->oom = true;
+    else put_lit(o, t.p + 1, t.n - 2);
+    free(t.p);
+    return AK_OK;
+}
+
+static ak_status rx_seq(rx *r, sb *o) {
+    while (r->p < r->end && *r->p != '|' && *r->p != ')') {
+        if (*r->p == '$' && r->p + 1 == r->end) return AK_OK;
+        ak_status st = rx_atom(r, o);
+        if (st) return st;
+        if (r->p >= r->end) break;
+        char q = *r->p;
+        int64_t m = -2, n = -1;
+        if (q == '*') m = 0;
+        else if (q == '+') m = 1;
+        else if (q == '?') m = 0, n = 1;
+        else if (q == '{') {
+            char *e;
+            m = (int64_t)strtoll(r->p + 1, &e, 10);
+            if (e == r->p + 1 || m < 0) return rx_fail(r, "a '{' that is not a repetition");
+            n = m;
+            if (*e == ',') {
+                const char *f = e + 1;
+                n = *f == '}' ? -1 : (int64_t)strtoll(f, &e, 10);
+                if (n != -1 && e == f) return rx_fail(r, "a '{' that is not a repetition");
+                if (n == -1) e = (char *)f;
+            }
+            if (e >= r->end || *e != '}') return rx_fail(r, "a '{' that is not a repetition");
+            r->p = e;
+        }
+        if (m == -2) { sb_puts(o, " "); continue; }
+        r->p++;
+        if (r->p < r->end && *r->p == '?') r->p++; /* lazy: the same language */
+        if (m > SC_MAX_REPEAT || n > SC_MAX_REPEAT) return rx_fail(r, "a repetition count above 1000");
+        if (n >= 0 && n < m) return rx_fail(r, "a repetition {m,n} with n < m");
+        /* wrap the atom just written: find it again by rewriting as a group */
+        if (n == 0) { sb_puts(o, "{0} "); continue; }
+        if (n < 0) sb_printf(o, m == 0 ? "*" : m == 1 ? "+" : "{%lld,}", (long long)m);
+        else if (m == 0 && n == 1) sb_puts(o, "?");
+        else if (m == n) sb_printf(o, "{%lld}", (long long)m);
+        else sb_printf(o, "{%lld,%lld}", (long long)m, (long long)n);
+        sb_puts(o, " ");
+    }
+    return AK_OK;
+}
+
+static ak_status rx_alt(rx *r, sb *o) {
+    for (;;) {
+        sb_puts(o, "( ");
+        ak_status st = rx_seq(r, o);
+        if (st) return st;
+        sb_puts(o, " )");
+        if (r->p >= r->end || *r->p != '|') return AK_OK;
+        r->p++;
+        sb_puts(o, " | ");
+    }
+}
+
+static ak_status pattern_body(cv *c, const ak_json *pat, sb *o) {
+    if (pat->type != AK_JSON_STR) return ak_fail(c->err, AK_ERR_FORMAT, "schema: pattern must be a string");
+    if (strlen(pat->s) != pat->len) return ak_fail(c->err, AK_ERR_UNSUPPORTED, "schema: pattern with a NUL");
+    rx r = {c, pat->s, pat->s + pat->len, pat->s, 0};
+    bool head = r.p < r.end && *r.p == '^';
+    if (head) r.p++;
+    sb_puts(o, "\"\\\"\" ");
+    if (!head) sb_printf(o, "%s* ", use(c, P_CHAR));
+    sb_puts(o, "( ");
+    ak_status st = rx_alt(&r, o);
+    if (st) return st;
+    bool tail = r.p + 1 == r.end && *r.p == '$';
+    if (tail) r.p++;
+    if (r.p != r.end) return rx_fail(&r, "an unmatched ')'");
+    sb_puts(o, " ) ");
+    if (!tail) sb_printf(o, "%s* ", use(c, P_CHAR));
+    sb_puts(o, "\"\\\"\"");
+    return AK_OK;
+}
+
 static ak_status string_body(cv *c, const ak_json *s, sb *o) {
     const ak_json *f = kw(s, "format");
     static const struct { const char *name; unsigned p; } fmts[] = {
         {"date", P_DATE_S}, {"time", P_TIME_S}, {"date-time", P_DATETIME_S}, {"uuid", P_UUID_S}};
     for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++)
         if (ak_json_str_is(f, fmts[i].name)) { sb_puts(o, use(c, fmts[i].p)); return AK_OK; }
-    if (kw(s, "pattern"))
-        return ak_fail(c->err, AK_ERR_UNSUPPORTED, "schema: the keyword \"pattern\" is not supported");
+    const ak_json *pat = kw(s, "pattern");
+    if (pat) return pattern_body(c, pat, o); /* minLength/maxLength beside it: not kept */
     int64_t mn, mx;
     ak_status st = count_kw(c, s, "minLength", &mn);
     if (!st) st = count_kw(c, s, "maxLength", &mx);
