@@ -503,26 +503,35 @@ static bool rx_class_esc(char e, aset *a) {
 }
 
 /* One JSON-text item for the code points of a (neg: every code point but a's). */
-static void rx_put_set(rx *r, sb *o, const aset *a, bool neg) {
-    sb_puts(o, "( [");
-    if (neg) sb_puts(o, "^\\x00-\\x1F\\x22\\x5C");
+static ak_status rx_put_set(rx *r, sb *o, const aset *a, bool neg) {
+    sb cls = {0};
     for (int ch = 0x20; ch < 0x7f; ch++) {
         if (ch == '"' || ch == '\\' || !aset_has(a, ch)) continue; /* members, or what [^ ] leaves out */
         int hi = ch;
         while (hi + 1 < 0x7f && hi + 1 != '"' && hi + 1 != '\\' && aset_has(a, hi + 1)) hi++;
-        sb_printf(o, "\\x%02X", ch);
-        if (hi > ch) sb_printf(o, "-\\x%02X", hi);
+        sb_printf(&cls, "\\x%02X", ch);
+        if (hi > ch) sb_printf(&cls, "-\\x%02X", hi);
         ch = hi;
     }
-    sb_puts(o, "]");
+    const char *sep = "";
+    sb_puts(o, "( ");
+    if (neg || cls.n) {
+        sb_printf(o, "[%s%s]", neg ? "^\\x00-\\x1F\\x22\\x5C" : "", cls.n ? cls.p : "");
+        sep = " | ";
+    }
+    free(cls.p);
     static const struct { int ch; const char *esc; } e[] = {{'"', "\"\\\\\\\"\""}, {'\\', "\"\\\\\\\\\""},
                                                             {'\n', "\"\\\\n\""}, {'\t', "\"\\\\t\""},
                                                             {'\r', "\"\\\\r\""}, {'\b', "\"\\\\b\""},
                                                             {'\f', "\"\\\\f\""}};
     for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
-        if (aset_has(a, e[i].ch) != neg) sb_printf(o, " | %s", e[i].esc);
+        if (aset_has(a, e[i].ch) != neg) {
+            sb_printf(o, "%s%s", sep, e[i].esc);
+            sep = " | ";
+        }
+    if (!*sep) return rx_fail(r, "a class of characters that JSON writes as \\u escapes only");
     sb_puts(o, " )");
-    (void)r;
+    return AK_OK;
 }
 
 static ak_status rx_alt(rx *r, sb *o);
@@ -547,8 +556,7 @@ static ak_status rx_atom(rx *r, sb *o) {
     }
     if (ch == '.') {
         aset_add(&a, '\n', '\n');
-        rx_put_set(r, o, &a, true);
-        return AK_OK;
+        return rx_put_set(r, o, &a, true);
     }
     if (ch == '[') {
         bool neg = r->p < r->end && *r->p == '^';
@@ -579,16 +587,12 @@ static ak_status rx_atom(rx *r, sb *o) {
         }
         if (r->p >= r->end) return rx_fail(r, "a class without ']'");
         r->p++;
-        rx_put_set(r, o, &a, neg);
-        return AK_OK;
+        return rx_put_set(r, o, &a, neg);
     }
     if (ch == '\\') {
         if (r->p >= r->end) return rx_fail(r, "a pattern ends in '\\'");
         char e = *r->p++;
-        if (rx_class_esc(e, &a)) {
-            rx_put_set(r, o, &a, false);
-            return AK_OK;
-        }
+        if (rx_class_esc(e, &a)) return rx_put_set(r, o, &a, false);
         if (e == 'n') ch = '\n';
         else if (e == 't') ch = '\t';
         else if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '0' && e <= '9'))
