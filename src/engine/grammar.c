@@ -658,6 +658,7 @@ ak_status ak_grammar_parse(const char *text, size_t len, const char *root, ak_gr
 typedef struct {
     uint32_t off, len; /* content in arena */
     uint64_t hash;
+    int32_t asc;       /* its row of ASCII transitions in asc (-1: none yet) */
     bool can_end;
 } gstate;
 
@@ -710,6 +711,8 @@ struct ak_gmatch {
     uint32_t n_arena, cap_arena;
     gmap intern; /* hash of content -> state id (collisions probe on) */
     gmap trans;  /* (state << 32 | code point or partial key) -> next state, -1 dead, or compat 0/1 */
+    int32_t *asc; /* rows of 128 ASCII transitions (-2: not computed): most trie bytes are ASCII */
+    uint32_t n_asc, cap_asc;
     bool overflow;
     int32_t cur; /* -1: none (never after create) */
     gpart part;
@@ -938,7 +941,7 @@ static int32_t intern_results(ak_gmatch *m) {
         if (!map_get(&m->intern, k, &id)) {
             if (!grow((void **)&m->st, &m->cap_st, m->n_st + 1, sizeof *m->st) || !map_put(&m->intern, k, (int32_t)m->n_st))
                 return m->overflow = true, -1;
-            m->st[m->n_st] = (gstate){.off = m->n_arena, .len = total, .hash = h, .can_end = can_end};
+            m->st[m->n_st] = (gstate){.off = m->n_arena, .len = total, .hash = h, .asc = -1, .can_end = can_end};
             m->n_arena += total;
             return (int32_t)m->n_st++;
         }
@@ -947,11 +950,8 @@ static int32_t intern_results(ak_gmatch *m) {
     }
 }
 
-/* The state after state id reads code point cp (-1: dead). */
-static int32_t step(ak_gmatch *m, int32_t id, uint32_t cp) {
-    uint64_t key = (uint64_t)(uint32_t)id << 32 | cp;
-    int32_t nx;
-    if (map_get(&m->trans, key, &nx)) return nx;
+/* The state after state id reads code point cp (-1: dead), computed. */
+static int32_t step_new(ak_gmatch *m, int32_t id, uint32_t cp) {
     scratch_reset(m);
     const ak_grammar *g = m->g;
     bool ok = true;
@@ -966,7 +966,43 @@ static int32_t step(ak_gmatch *m, int32_t id, uint32_t cp) {
     }
     ok = ok && settle(m);
     if (!ok) m->overflow = true;
-    nx = ok ? intern_results(m) : -1;
+    return ok ? intern_results(m) : -1;
+}
+
+/* The same, cached: ASCII in the state's row, the rest in the transition map. */
+static int32_t step(ak_gmatch *m, int32_t id, uint32_t cp) {
+    if (cp < 128) {
+        int32_t row = m->st[id].asc;
+        if (row < 0 && (uint64_t)m->n_asc + 128 <= G_HARD_ARENA &&
+            grow((void **)&m->asc, &m->cap_asc, m->n_asc + 128, sizeof *m->asc)) {
+            row = m->st[id].asc = (int32_t)(m->n_asc / 128);
+            for (int i = 0; i < 128; i++) m->asc[m->n_asc++] = -2;
+        }
+        if (row >= 0) {
+            int32_t nx = m->asc[(size_t)row * 128 + cp];
+            if (nx == -2) m->asc[(size_t)row * 128 + cp] = nx = step_new(m, id, cp);
+            return nx;
+        }
+    }
+    uint64_t key = (uint64_t)(uint32_t)id << 32 | cp;
+    int32_t nx;
+    if (map_get(&m->trans, key, &nx)) return nx;
+    /* The next state depends only on which stacks' tops take cp: with up to 30 stacks,
+     * that set (a bit per stack) is a key too, so of the thousands of code points a
+     * negated class takes, one computes the step and the rest look it up. */
+    uint32_t sig = 0, k = 0, i = 0;
+    const gstate *s = &m->st[id];
+    for (; i < s->len && k < 30; k++) {
+        uint32_t len = m->arena[s->off + i];
+        if (len && class_match(m->g, &m->g->el[m->arena[s->off + i + len]], cp)) sig |= 1u << k;
+        i += 1 + len;
+    }
+    uint64_t skey = (uint64_t)(uint32_t)id << 32 | 0x40000000u | sig;
+    bool by_sig = i >= s->len;
+    if (!(by_sig && map_get(&m->trans, skey, &nx))) {
+        nx = step_new(m, id, cp);
+        if (by_sig && !map_put(&m->trans, skey, nx)) m->overflow = true;
+    }
     if (!map_put(&m->trans, key, nx)) m->overflow = true;
     return nx;
 }
@@ -1175,7 +1211,7 @@ fail:
 
 void ak_gmatch_free(ak_gmatch *m) {
     if (!m) return;
-    free(m->st), free(m->arena), map_free(&m->intern), map_free(&m->trans);
+    free(m->st), free(m->arena), free(m->asc), map_free(&m->intern), map_free(&m->trans);
     free(m->wk), free(m->item), free(m->res), map_free(&m->seen), free(m->order);
     free(m->w_st), free(m->w_part), free(m->masks);
     free(m);
@@ -1201,7 +1237,7 @@ static void flush(ak_gmatch *m) {
         i += 1 + m->wk[i];
     }
     m->n_wk = cur.len;
-    m->n_st = 0, m->n_arena = 0;
+    m->n_st = 0, m->n_arena = 0, m->n_asc = 0;
     map_clear(&m->intern), map_clear(&m->trans);
     cache_clear(m);
     m->overflow = false;
@@ -1209,7 +1245,9 @@ static void flush(ak_gmatch *m) {
 }
 
 static void maybe_flush(ak_gmatch *m) {
-    if (m->n_arena > G_SOFT_ARENA || m->n_st > G_SOFT_STATES || m->trans.n > 4 * G_SOFT_STATES || m->overflow) flush(m);
+    if (m->n_arena > G_SOFT_ARENA || m->n_asc > G_SOFT_ARENA || m->n_st > G_SOFT_STATES || m->trans.n > 4 * G_SOFT_STATES ||
+        m->overflow)
+        flush(m);
 }
 
 ak_status ak_gmatch_create(const ak_grammar *g, const ak_gvocab *v, ak_gmatch **out, ak_err *err) {
@@ -1276,13 +1314,15 @@ static int walk(ak_gmatch *m, uint32_t *mask) {
         uint32_t d = v->depth[i];
         int32_t id = m->w_st[d - 1];
         gpart p = m->w_part[d - 1];
-        if (!step_byte(m, &id, &p, v->byte[i])) {
+        /* mid-character, the subtree lives only if some class can take a code point
+         * with these leading bytes: this prunes the many multi-byte subtrees at once */
+        if (!step_byte(m, &id, &p, v->byte[i]) || (p.need && !compatible(m, id, p))) {
             i = v->end[i];
             continue;
         }
         m->w_st[d] = id, m->w_part[d] = p;
         uint32_t c = v->cnt[i];
-        if (c && (!p.need || compatible(m, id, p))) {
+        if (c) {
             for (uint32_t k = 0; k < c; k++) {
                 int32_t t = v->sorted[v->tok[i] + k];
                 mask[t >> 5] |= 1u << (t & 31);
