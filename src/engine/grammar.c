@@ -582,6 +582,8 @@ ak_status ak_grammar_parse(const char *text, size_t len, const char *root, ak_gr
     ak_grammar *g = calloc(1, sizeof *g);
     if (!g) return ak_fail(err, AK_ERR_NOMEM, "grammar: out of memory");
     gparser p = {.g = g, .s = text ? text : "", .n = len, .err = err};
+    /* never NULL: a class without ranges (`.`) still points into it */
+    if (!grow((void **)&g->rng, &g->cap_rng, 2, sizeof *g->rng)) nomem(&p);
     while (!p.st) {
         skip_space(&p, true);
         if (p.pos >= p.n) break;

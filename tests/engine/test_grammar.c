@@ -73,6 +73,7 @@ static const gcase cases[] = {
     {"any", "root ::= \"(\" . . \")\" \"\"\n", {"(ab)", "(\xc3\xa9\n)", "()))"}, {"(a)", "(abc)", "()"}},
     {"nullable", "root ::= a b c\na ::= \"x\"?\nb ::= \"\" | \"y\"\nc ::= (a b \"z\")*\n",
      {"", "x", "xy", "yz", "xyzz", "xz"}, {"zx", "yy", "xzy"}},
+    {"dots", "root ::= . .?\n", {"a", "\xc3\xa9", "ab", "\n\xf0\x9f\x98\x80"}, {"", "abc", "\xc3", "\xff", "\xed\xa0\x80"}},
     {"empty-rule", "root ::= \"[\" e \"]\"\ne ::=\n", {"[]"}, {"[", "[ ]"}},
 };
 
