@@ -704,6 +704,11 @@ typedef struct {
     uint32_t cp, need, len; /* partial code point: bits so far, bytes missing, its length */
 } gpart;
 
+typedef struct {
+    uint64_t h; /* hash of a result stack */
+    uint32_t idx;
+} gkey;
+
 struct ak_gmatch {
     const ak_grammar *g;
     const ak_gvocab *v;
@@ -726,7 +731,7 @@ struct ak_gmatch {
     uint32_t *res; /* (off, len) pairs of settled results */
     uint32_t n_res, cap_res;
     gmap seen; /* hashes of work items and results already produced in this settle */
-    uint32_t *order;
+    gkey *order; /* results in canonical order */
     uint32_t cap_order;
     /* mask walk: per trie depth, the state and the partial code point */
     int32_t *w_st;
@@ -899,14 +904,14 @@ static bool settle(ak_gmatch *m) {
     return true;
 }
 
-static const ak_gmatch *sort_m; /* qsort has no context argument in C11 */
-static int cmp_res(const void *a, const void *b) {
-    const uint32_t *ra = sort_m->res + 2 * *(const uint32_t *)a, *rb = sort_m->res + 2 * *(const uint32_t *)b;
-    if (ra[1] != rb[1]) return ra[1] < rb[1] ? -1 : 1;
-    const uint32_t *x = sort_m->wk + ra[0], *y = sort_m->wk + rb[0];
-    for (uint32_t i = 0; i < ra[1]; i++)
-        if (x[i] != y[i]) return x[i] < y[i] ? -1 : 1;
-    return 0;
+/* Results are ordered by a hash of their content (qsort has no context argument, and
+ * a global one would race between matchers on other threads). Two different stacks
+ * with equal 64-bit hashes could order either way: the set would then be interned
+ * twice, a wasted cache entry, never a wrong state. */
+static int cmp_key(const void *a, const void *b) {
+    const gkey *x = a, *y = b;
+    if (x->h != y->h) return x->h < y->h ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
 static void scratch_reset(ak_gmatch *m) {
@@ -919,9 +924,9 @@ static int32_t intern_results(ak_gmatch *m) {
     uint32_t n = m->n_res / 2;
     if (!n) return -1;
     if (!grow((void **)&m->order, &m->cap_order, n, sizeof *m->order)) return m->overflow = true, -1;
-    for (uint32_t i = 0; i < n; i++) m->order[i] = i;
-    sort_m = m;
-    qsort(m->order, n, sizeof *m->order, cmp_res);
+    for (uint32_t i = 0; i < n; i++)
+        m->order[i] = (gkey){hash_u32s(m->wk + m->res[2 * i], m->res[2 * i + 1], m->res[2 * i + 1]), i};
+    qsort(m->order, n, sizeof *m->order, cmp_key);
     uint32_t total = 0;
     for (uint32_t i = 0; i < n; i++) total += 1 + m->res[2 * i + 1];
     if ((uint64_t)m->n_arena + total > G_HARD_ARENA || m->n_st + 1 > G_HARD_STATES) return m->overflow = true, -1;
@@ -929,7 +934,7 @@ static int32_t intern_results(ak_gmatch *m) {
     uint32_t *dst = m->arena + m->n_arena;
     bool can_end = false;
     for (uint32_t i = 0, k = 0; i < n; i++) {
-        const uint32_t *r = m->res + 2 * m->order[i];
+        const uint32_t *r = m->res + 2 * m->order[i].idx;
         dst[k++] = r[1];
         memcpy(dst + k, m->wk + r[0], (size_t)r[1] * sizeof *dst);
         k += r[1];
@@ -1075,14 +1080,18 @@ static bool step_byte(ak_gmatch *m, int32_t *id, gpart *p, unsigned char b) {
 
 /* ---- vocabulary --------------------------------------------------------------------- */
 
-static const ak_gvocab *sort_v;
+/* A token for sorting by bytes, self-contained (no global context for qsort). */
+typedef struct {
+    const char *p;
+    uint32_t len;
+    int32_t id;
+} gtok;
 static int cmp_tok(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    uint32_t lx = sort_v->boff[x + 1] - sort_v->boff[x], ly = sort_v->boff[y + 1] - sort_v->boff[y];
-    int c = memcmp(sort_v->bytes + sort_v->boff[x], sort_v->bytes + sort_v->boff[y], lx < ly ? lx : ly);
+    const gtok *x = a, *y = b;
+    int c = memcmp(x->p, y->p, x->len < y->len ? x->len : y->len);
     if (c) return c;
-    if (lx != ly) return lx < ly ? -1 : 1;
-    return x < y ? -1 : x > y;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
 }
 
 void ak_gvocab_free(ak_gvocab *v) {
@@ -1197,8 +1206,15 @@ ak_status ak_gvocab_create(const ak_tokenizer *tok, int n_vocab, ak_gvocab **out
         st = ak_fail(err, AK_ERR_FORMAT, "grammar vocabulary: a piece of %d bytes", v->max_depth);
         goto fail;
     }
-    sort_v = v;
-    qsort(v->sorted, n_sorted, sizeof *v->sorted, cmp_tok);
+    gtok *keys = malloc(((size_t)n_sorted + 1) * sizeof *keys);
+    if (!keys) goto nomem;
+    for (uint32_t i = 0; i < n_sorted; i++) {
+        int32_t t = v->sorted[i];
+        keys[i] = (gtok){v->bytes + v->boff[t], v->boff[t + 1] - v->boff[t], t};
+    }
+    qsort(keys, n_sorted, sizeof *keys, cmp_tok);
+    for (uint32_t i = 0; i < n_sorted; i++) v->sorted[i] = keys[i].id;
+    free(keys);
     if (!build_trie(v, n_sorted)) goto nomem;
     *out = v;
     return AK_OK;

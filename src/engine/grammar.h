@@ -39,7 +39,9 @@ int ak_gvocab_n_vocab(const ak_gvocab *v);
 
 /* A matcher: the grammar's state after the text accepted so far (v may be NULL when only
  * bytes are fed). Characters are Unicode code points of UTF-8 text; a token may end in
- * the middle of one. Every buffer is sized at create; the per-state mask cache is bounded. */
+ * the middle of one. Matcher states are interned and their transitions and masks cached:
+ * the tables grow amortised (no allocation once a state has been seen) and are bounded,
+ * dropped between calls past their limits; the mask cache keeps 64 masks. */
 typedef struct ak_gmatch ak_gmatch;
 ak_status ak_gmatch_create(const ak_grammar *g, const ak_gvocab *v, ak_gmatch **out, ak_err *err);
 void ak_gmatch_free(ak_gmatch *m);
