@@ -430,10 +430,28 @@ static void test_masks(void) {
     }
 }
 
+/* More states than the matcher keeps: its tables are dropped between calls (a flush)
+ * and the walk goes on from the current state. */
+static void test_many_states(void) {
+    ak_grammar *g = parse("root ::= [a-c]{0,65536} \"!\"\n");
+    if (!g) return;
+    ak_gmatch *m = matcher(g, NULL);
+    bool ok = true;
+    for (int i = 0; i < 65536 && ok; i++) ok = ak_gmatch_accept_bytes(m, "abc" + i % 3, 1);
+    CHECK(ok, "65536 letters");
+    CHECK(!ak_gmatch_accept_bytes(m, "a", 1), "a 65537th letter");
+    CHECK(!ak_gmatch_can_end(m) && ak_gmatch_accept_bytes(m, "!", 1) && ak_gmatch_can_end(m), "the end");
+    ak_gmatch_reset(m);
+    CHECK(ak_gmatch_accept_bytes(m, "ab!", 3) && ak_gmatch_can_end(m), "after reset");
+    ak_gmatch_free(m);
+    ak_grammar_free(g);
+}
+
 int main(void) {
     test_errors();
     test_own_grammars();
     test_llama_grammars();
     test_masks();
+    test_many_states();
     return ak_test_done();
 }
