@@ -224,6 +224,15 @@ typedef struct {
 /* temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, penalties off over 64 tokens, seed 0 */
 AK_API ak_sampling_params ak_sampling_default_params(void);
 
+/* How ak_prefill, ak_decode and ak_chain_decode choose the next token from now on: the
+ * table's sample command, on the device, so a sampled chain runs with no host round trip.
+ * NULL (the default) is greedy argmax. The draw at each position is keyed by (seed,
+ * position): the same seed gives the same ids whatever the chain lengths or prefill
+ * chunks. The table takes top_k in 1..128 (or greedy), a penalty window of at most 4096
+ * tokens and vocabularies up to 524288; other settings give AK_ERR_UNSUPPORTED
+ * (ak_generate samples those on the host). ak_generate sets its own and restores greedy. */
+AK_API ak_status ak_session_set_sampling(ak_session *s, const ak_sampling_params *p, ak_err *err);
+
 typedef enum {
     AK_STOP_NONE = 0,
     AK_STOP_EOG,        /* the model ended its turn (an end-of-generation token) */
@@ -287,13 +296,13 @@ AK_API ak_status ak_generate(ak_session *s, const int32_t *prompt, int n, const 
 /* ---- Tokens in, tokens out ---------------------------------------------------------- */
 
 /* Run the prompt through the prefill path from the current position.
- * *next receives the greedy next token. With logits_all, logits holds n*vocab
+ * *next receives the next token (greedy, unless ak_session_set_sampling said otherwise). With logits_all, logits holds n*vocab
  * floats (row i = position pos+i); otherwise vocab floats for the last position.
  * logits may be NULL. */
 AK_API ak_status ak_prefill(ak_session *s, const int32_t *ids, int n, int32_t *next, float *logits, ak_err *err);
 
-/* One token through the decode table: writes the greedy next token and, if
- * logits is not NULL, vocab floats. */
+/* One token through the decode table: writes the next token (as ak_prefill) and, if
+ * logits is not NULL, vocab floats (after the penalties, when sampling applies them). */
 AK_API ak_status ak_decode(ak_session *s, int32_t token, int32_t *next, float *logits, ak_err *err);
 
 /* Chain decode: starting from token, generate up to n tokens with no host

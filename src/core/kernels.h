@@ -16,7 +16,7 @@ typedef enum {
     AK_K_ATTN_DECODE, /* b: qkv, kcache, vcache, out */
     AK_K_ATTN_PREFILL,/* same bindings, n queries, tiled */
     AK_K_SOFTCAP,     /* b: x                          x = cap * tanh(x / cap) */
-    AK_K_ARGMAX,      /* b: logits, tokens             tokens[0] = argmax of logits row n-1 */
+    AK_K_SAMPLE,      /* b: logits, tokens, sample buf   tokens[0] = the choice from logits row n-1 (core/sample.h) */
     AK_K_COUNT
 } ak_kernel;
 
@@ -66,6 +66,7 @@ typedef struct {
 } ak_p_attn;
 
 typedef struct { int32_t n, cols; float cap; } ak_p_softcap;
-typedef struct { int32_t n, vocab; } ak_p_argmax;
+/* kv_len: the chosen token's position (the draw's key; the penalty window ends before it) */
+typedef struct { int32_t n, pos, kv_len, vocab; } ak_p_sample;
 
 #endif

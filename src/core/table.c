@@ -6,7 +6,7 @@
 
 const char *const ak_kernel_names[AK_K_COUNT] = {
     "embed", "norm", "add_norm", "gemv", "gemm", "gemv_act_down", "act_gate", "rope_kv",
-    "attn_decode", "attn_prefill", "softcap", "argmax",
+    "attn_decode", "attn_prefill", "softcap", "sample",
 };
 
 void ak_table_free(ak_table *t) {

@@ -11,6 +11,7 @@
 typedef enum {
     AK_BUF_WEIGHTS = 0, AK_BUF_AUX, AK_BUF_TOKENS, AK_BUF_KV,
     AK_BUF_X, AK_BUF_XN, AK_BUF_QKV, AK_BUF_ATT, AK_BUF_T, AK_BUF_GU, AK_BUF_ACT, AK_BUF_LOGITS,
+    AK_BUF_SAMPLE,   /* the sample command's settings, grammar mask and CPU scratch (core/sample.h) */
     AK_BUF_COUNT
 } ak_buf_id;
 

@@ -2,10 +2,11 @@
  *   fused QKV GEMV → [QK-norm +] RoPE + KV write → attention → O GEMV →
  *   [post-norm +] residual + FFN norm → fused gate/up GEMV → activation + down GEMV →
  *   [post-norm +] residual + next norm,
- * then logits GEMV → [softcap] → argmax into tokens[pos+1].
+ * then logits GEMV → [softcap] → sample (argmax when greedy) into tokens[pos+1].
  * Prefill emits the same walk with GEMMs and tiled attention over n rows. */
 #include "engine/build.h"
 #include "core/err.h"
+#include "core/sample.h"
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -58,6 +59,7 @@ void ak_build_buf_sizes(const ak_model *m, const ak_build_opts *o, size_t s[AK_B
     s[AK_BUF_GU] = r * 2 * (size_t)c->ffn_dim * f;
     s[AK_BUF_ACT] = r * (size_t)c->ffn_dim * f;
     s[AK_BUF_LOGITS] = (o->prefill && o->logits_all ? r : 1) * (size_t)c->vocab * f;
+    s[AK_BUF_SAMPLE] = (size_t)ak_sample_buf_bytes(c->vocab);
 }
 
 /* y[:, y_col..] = x W^T for up to three matrices side by side. */
@@ -225,7 +227,7 @@ ak_status ak_table_build(const ak_model *m, const ak_build_opts *o, ak_table *t,
         attention_block(&b, l);
         ffn_block(&b, l);
     }
-    if (!enc) {   /* decoders: logits, softcap, argmax into tokens[pos+n]; encoders end with hidden states in X */
+    if (!enc) {   /* decoders: logits, softcap, sample into tokens[pos+n]; encoders end with hidden states in X */
         bool all = o->prefill && o->logits_all;
         c = matmul(&b, &m->output, 1, AK_BUF_XN, b.dim, AK_BUF_LOGITS, cfg->vocab, 0, NULL, "logits", -1);
         if (c && o->prefill && !all) ((ak_p_mm *)c->params)->last_only = 1;
@@ -234,14 +236,17 @@ ak_status ak_table_build(const ak_model *m, const ak_build_opts *o, ak_table *t,
             c = emit(&b, AK_K_SOFTCAP, &ps, sizeof ps, (uint32_t)ps.n, "softcap", -1);
             if (c) { ak_cmd_bind(c, 0, AK_BUF_LOGITS, 0); if (all) patch_n(&b, c, offsetof(ak_p_softcap, n)); }
         }
-        ak_p_argmax pa = {.n = all ? rows(&b) : 1, .vocab = cfg->vocab};
-        c = emit(&b, AK_K_ARGMAX, &pa, sizeof pa, 1, "argmax", -1);
+        ak_p_sample pa = {.n = all ? rows(&b) : 1, .vocab = cfg->vocab};
+        c = emit(&b, AK_K_SAMPLE, &pa, sizeof pa, 1, "sample", -1);
         if (c) {
             ak_cmd_bind(c, 0, AK_BUF_LOGITS, 0);
             ak_cmd_bind(c, 1, AK_BUF_TOKENS, 0);
-            c->patch |= AK_PATCH_TOK_OUT;
+            ak_cmd_bind(c, 2, AK_BUF_SAMPLE, 0);
+            c->patch |= AK_PATCH_TOK_OUT | AK_PATCH_POS | AK_PATCH_KVLEN;
+            c->off_pos = offsetof(ak_p_sample, pos);
+            c->off_kv = offsetof(ak_p_sample, kv_len);
             c->bind_tok = 1;
-            if (all) patch_n(&b, c, offsetof(ak_p_argmax, n));
+            if (all) patch_n(&b, c, offsetof(ak_p_sample, n));
         }
     }
     if (b.oom) { ak_table_free(t); return ak_fail(err, AK_ERR_NOMEM, "table: out of memory"); }

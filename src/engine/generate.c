@@ -1,6 +1,7 @@
 /* ak_generate, the one generation loop every front end uses: reuse of the KV cache's
- * common prefix, prefill, then chain decode (greedy, no host round trip) or sampled
- * decode on the host (also when the caller wants each token's probabilities); an
+ * common prefix, prefill, then chain decode with the table choosing each token (argmax
+ * or the sample command: no host round trip), or decode with the host sampler (when the
+ * caller wants each token's probabilities, or settings the table does not take); an
  * incremental detokenizer that never emits half a UTF-8 character; stop strings held
  * back until they can no longer match; cancellation through the callbacks. */
 #include <math.h>
@@ -138,12 +139,8 @@ static bool take(gen *g, int32_t id, const float *logits, int vocab) {
     return ak_textout_push(&g->out, id);
 }
 
-static bool penalties_on(const ak_sampling_params *sp) {
-    return (sp->repeat_penalty != 0 && sp->repeat_penalty != 1) || sp->presence_penalty != 0 || sp->frequency_penalty != 0;
-}
-
-/* Greedy without penalties: the table's argmax picks every token and chain decode runs
- * chunks with no host round trip. A chunk is kept within 10-20 ms (from one token, so
+/* The table picks every token (argmax, or the sample command with the request's
+ * settings) and chain decode runs chunks with no host round trip. A chunk is kept within 10-20 ms (from one token, so
  * the first piece comes at once): on a GPU it grows to a few dozen tokens, whose host
  * round trip is then noise; on a CPU, where a round trip costs nothing, it stays at a
  * token or two, so text streams a token at a time (chunks of 25-100 ms came out as
@@ -169,8 +166,9 @@ static ak_status decode_chain(ak_session *s, gen *g, int32_t tok, int limit, ak_
     return AK_OK;
 }
 
-/* Sampled: the decode table's logits come back to the host sampler each token. */
-/* Sampled, or with on_token: the decode table's logits come back to the host each token.
+/* With on_token, or settings only the host sampler takes (top-k off or above
+ * AK_SAMPLE_MAX_K, a long penalty window): the decode table's logits come back to the
+ * host each token.
  * raw keeps the row on_token reports, before the sampler's penalties change it. */
 static ak_status decode_sampled(ak_session *s, gen *g, ak_sampler *smp, float *logits, float *raw, int32_t tok,
                                 int limit, ak_err *err) {
@@ -180,11 +178,29 @@ static ak_status decode_sampled(ak_session *s, gen *g, ak_sampler *smp, float *l
         ak_status st = ak_decode(s, tok, &next, logits, err);
         if (st) return st;
         if (raw) memcpy(raw, logits, (size_t)vocab * sizeof *raw);
-        tok = ak_sampler_sample(smp, logits);
+        tok = ak_sampler_sample(smp, logits, ak_session_pos(s));
         ak_sampler_accept(smp, tok);
         if (!take(g, tok, raw, vocab)) break;
     }
     return AK_OK;
+}
+
+/* Whether the table's sample command takes these settings (else the host sampler does). */
+static bool table_samples(const ak_sample_cfg *c, size_t vocab) {
+    return (c->mode != AK_SAMPLE_DRAW || (c->top_k >= 1 && c->top_k <= AK_SAMPLE_MAX_K)) && c->last_n <= AK_SAMPLE_MAX_WINDOW &&
+           (c->mode == AK_SAMPLE_ARGMAX || vocab <= AK_SAMPLE_MAX_VOCAB);
+}
+
+ak_status ak_session_set_sampling(ak_session *s, const ak_sampling_params *p, ak_err *err) {
+    if (!s) return ak_fail(err, AK_ERR_ARG, "set_sampling: NULL session");
+    if (!p) return ak_session_set_sample(s, NULL, err);
+    ak_status st = ak_sampling_check(p, err);
+    if (st) return st;
+    ak_sample_cfg c = ak_sampler_cfg(p);
+    if (!table_samples(&c, (size_t)ak_model_vocab(ak_session_model(s))))
+        return ak_fail(err, AK_ERR_UNSUPPORTED, "the table samples with top_k in 1..%d, a penalty window of at most %d "
+                       "tokens and a vocabulary of at most %d ids", AK_SAMPLE_MAX_K, AK_SAMPLE_MAX_WINDOW, AK_SAMPLE_MAX_VOCAB);
+    return ak_session_set_sample(s, &c, err);
 }
 
 ak_status ak_generate(ak_session *s, const int32_t *prompt, int n, const ak_generate_params *pp, ak_piece_fn on_piece,
@@ -204,11 +220,13 @@ ak_status ak_generate(ak_session *s, const int32_t *prompt, int n, const ak_gene
         return ak_fail(err, AK_ERR_ARG, "generate: bad stop strings or id buffer");
     if (p.n_top < 0 || p.n_top > AK_MAX_TOP) return ak_fail(err, AK_ERR_ARG, "generate: n_top must be in 0..%d", AK_MAX_TOP);
     ak_sampling_params sp = p.sampling;
-    bool chain = (sp.temperature <= 0 || sp.top_k == 1) && !penalties_on(&sp) && !p.on_token;
-    ak_sampler *smp = NULL;
     size_t vocab = (size_t)ak_model_vocab(m);
-    ak_status st = chain ? AK_OK : ak_sampler_create(&sp, (int)vocab, &smp, err);
+    ak_status st = ak_sampling_check(&sp, err);
     if (st) return st;
+    ak_sample_cfg cfg = ak_sampler_cfg(&sp);
+    bool chain = !p.on_token && table_samples(&cfg, vocab);
+    ak_sampler *smp = NULL;
+    if ((st = chain ? ak_session_set_sample(s, &cfg, err) : ak_sampler_create(&sp, (int)vocab, &smp, err))) return st;
     gen g = {.p = &p};
     float *logits = chain ? NULL : malloc((p.on_token ? 2 : 1) * vocab * sizeof *logits);
     float *raw = p.on_token && logits ? logits + vocab : NULL;
@@ -237,7 +255,7 @@ ak_status ak_generate(ak_session *s, const int32_t *prompt, int n, const ak_gene
         if (smp) {
             for (int i = 0; i < n; i++) ak_sampler_accept(smp, prompt[i]);
             if (raw) memcpy(raw, logits, vocab * sizeof *raw);
-            tok = ak_sampler_sample(smp, logits);
+            tok = ak_sampler_sample(smp, logits, ak_session_pos(s));
             ak_sampler_accept(smp, tok);
         }
         if (take(&g, tok, raw, (int)vocab))
@@ -251,6 +269,11 @@ ak_status ak_generate(ak_session *s, const int32_t *prompt, int n, const ak_gene
     r.stop = g.out.stop;
     if (result) *result = r;
 done:
+    if (chain) {   /* ak_decode and ak_chain_decode pick greedily again */
+        ak_err e2;
+        ak_status st2 = ak_session_set_sample(s, NULL, &e2);
+        if (st2 && !st) st = st2, *err = e2;
+    }
     free(logits);
     ak_textout_close(&g.out);
     ak_sampler_free(smp);

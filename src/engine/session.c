@@ -4,6 +4,7 @@
 #include "backend/backend.h"
 #include "engine/build.h"
 #include "core/err.h"
+#include "core/sample.h"
 #include "engine/session.h"
 #include "model/model.h"
 #include <math.h>
@@ -19,6 +20,7 @@ struct ak_session {
     void *enc_decode, *enc_prefill;
     int pos;
     int32_t *ids;          /* [n_ctx] the ids in the KV cache, [0, pos) */
+    ak_sample_cfg sample;  /* what the sample buffer holds */
 };
 
 ak_session_params ak_session_default_params(void) {
@@ -31,6 +33,8 @@ static ak_status alloc_bufs(ak_session *s, const size_t *sz, ak_err *err) {
     if (st) return st;
     for (int i = 1; i < AK_BUF_COUNT; i++)
         if ((st = s->be->buf_alloc(s->be, sz[i], &s->bufs[i], err))) return st;
+    memset(&s->sample, 0, sizeof s->sample);   /* argmax */
+    if ((st = s->be->buf_write(s->be, s->bufs[AK_BUF_SAMPLE], 0, &s->sample, sizeof s->sample, err))) return st;
     return s->be->buf_write(s->be, s->bufs[AK_BUF_AUX], 0, s->m->aux, s->m->aux_size, err);
 }
 
@@ -200,6 +204,38 @@ ak_status ak_chain_decode(ak_session *s, int32_t token, int n, const int32_t *st
     }
     s->pos += r.steps_done;
     *n_out = r.steps_done;
+    return AK_OK;
+}
+
+ak_status ak_session_set_sample(ak_session *s, const ak_sample_cfg *c, ak_err *err) {
+    ak_sample_cfg v;
+    if (c) v = *c;
+    else memset(&v, 0, sizeof v);
+    v.masked = s->sample.masked;
+    if (v.mode == AK_SAMPLE_DRAW && (v.top_k < 1 || v.top_k > AK_SAMPLE_MAX_K || !(v.temperature > 0)))
+        return ak_fail(err, AK_ERR_ARG, "sample: the table draws with top_k in 1..%d and a positive temperature", AK_SAMPLE_MAX_K);
+    if (v.masked && v.mode == AK_SAMPLE_ARGMAX) v.mode = AK_SAMPLE_GREEDY;
+    if (v.mode != AK_SAMPLE_ARGMAX && (v.last_n < 0 || v.last_n > AK_SAMPLE_MAX_WINDOW || s->m->cfg.vocab > AK_SAMPLE_MAX_VOCAB))
+        return ak_fail(err, AK_ERR_ARG, "sample: the table's penalty window is at most %d ids and its vocabulary %d",
+                       AK_SAMPLE_MAX_WINDOW, AK_SAMPLE_MAX_VOCAB);
+    if (!memcmp(&v, &s->sample, sizeof v)) return AK_OK;
+    ak_status st = s->be->buf_write(s->be, s->bufs[AK_BUF_SAMPLE], 0, &v, sizeof v, err);
+    if (!st) s->sample = v;
+    return st;
+}
+
+ak_status ak_session_set_mask(ak_session *s, const uint32_t *mask, ak_err *err) {
+    ak_status st;
+    size_t words = ((size_t)s->m->cfg.vocab + 31) / 32;
+    if (mask && s->m->cfg.vocab > AK_SAMPLE_MAX_VOCAB)
+        return ak_fail(err, AK_ERR_ARG, "sample: the table masks vocabularies of at most %d ids", AK_SAMPLE_MAX_VOCAB);
+    if (mask && (st = s->be->buf_write(s->be, s->bufs[AK_BUF_SAMPLE], AK_SAMPLE_MASK_OFF, mask, 4 * words, err))) return st;
+    if (!mask == !s->sample.masked) return AK_OK;
+    ak_sample_cfg v = s->sample;
+    v.masked = mask != NULL;
+    if (v.masked && v.mode == AK_SAMPLE_ARGMAX) v.mode = AK_SAMPLE_GREEDY;
+    if ((st = s->be->buf_write(s->be, s->bufs[AK_BUF_SAMPLE], 0, &v, sizeof v, err))) return st;
+    s->sample = v;
     return AK_OK;
 }
 

@@ -2,9 +2,16 @@
 #ifndef AK_SESSION_H
 #define AK_SESSION_H
 #include "akunu.h"
+#include "core/sample.h"
 
 /* As ak_session_create; unfused builds both tables from the unfused kernel variants. */
 ak_status ak_session_create_ex(ak_model *m, const ak_session_params *p, bool unfused, ak_session **out, ak_err *err);
+/* How the tables choose each token from now on (core/sample.h): NULL is argmax, the
+ * default. AK_ERR_ARG for settings only the host sampler takes (top_k off or above
+ * AK_SAMPLE_MAX_K, a longer penalty window). */
+ak_status ak_session_set_sample(ak_session *s, const ak_sample_cfg *c, ak_err *err);
+/* The allowed ids from now on (ceil(vocab / 32) words), or NULL for all. */
+ak_status ak_session_set_mask(ak_session *s, const uint32_t *mask, ak_err *err);
 /* The model a session runs. */
 const ak_model *ak_session_model(const ak_session *s);
 

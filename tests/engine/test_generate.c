@@ -4,7 +4,8 @@
  * are held back and cut, end of generation and cancellation stop. The loop itself runs
  * the llama fixture: greedy ids equal Hugging Face's continuation, n_predict, the
  * context's end, cancellation within one token (the KV cache rewound to it), reuse of
- * the cached prefix, seeded sampling that reproduces, and each token's probabilities. */
+ * the cached prefix, seeded sampling that reproduces, and each token's probabilities;
+ * sampling in the table equals the host sampler, whatever the chunks and chains. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,6 +317,89 @@ static void test_loop(const ak_fx *f, ak_model *m) {
     ak_session_free(s);
 }
 
+static int no_op(const ak_token_info *t, void *user) {
+    (void)t; (void)user;
+    return 0;
+}
+
+/* Sampling in the table: the same seed gives the same ids whatever the prefill chunk,
+ * the chain lengths, and whether the table or the host sampler draws; the table refuses
+ * what only the host samples; afterwards decode is greedy again. */
+static void test_sampled_chain(const ak_fx *f, ak_model *m) {
+    ak_sampling_params sp = ak_sampling_default_params();
+    sp.temperature = 1.2f;
+    sp.top_p = 0.9f;
+    sp.repeat_penalty = 1.2f;
+    sp.presence_penalty = 0.1f;
+    sp.penalty_last_n = 16;
+    sp.seed = 3;
+    enum { N = 24 };
+    int32_t ref[N], got[N];
+    ak_err err;
+    ak_generate_result r;
+    ak_generate_params p = ak_generate_default_params();
+    p.n_predict = N;
+    p.sampling = sp;
+    const int chunks[] = {512, 1, 5};
+    for (int c = 0; c < 3; c++) {
+        ak_session_params sp2 = ak_session_default_params();
+        sp2.n_ctx = 64;
+        sp2.chunk = chunks[c];
+        ak_session *s = NULL;
+        if (ak_session_create(m, &sp2, &s, &err)) { CHECK(0, "%s", err.msg); return; }
+        p.ids_out = c ? got : ref;
+        p.ids_cap = N;
+        p.on_token = NULL;
+        CHECK(ak_generate(s, f->prompt, f->n_prompt, &p, NULL, NULL, &r, &err) == AK_OK && r.n_generated == N, "%s", err.msg);
+        if (c) CHECK(!memcmp(ref, got, sizeof ref), "prefill chunk %d: other sampled ids", chunks[c]);
+        if (!c) {   /* ak_generate leaves the table greedy */
+            int32_t want[2], next;
+            ak_json_ints(f->manifest, "llama", "greedy_continuation", want, 2);
+            ak_session_reset(s);
+            CHECK(ak_prefill(s, f->prompt, f->n_prompt, &next, NULL, &err) == AK_OK && next == want[0], "greedy after generate");
+        }
+        if (c == 1) {   /* the host sampler (on_token brings the logits back) */
+            p.on_token = no_op;
+            CHECK(ak_generate(s, f->prompt, f->n_prompt, &p, NULL, NULL, &r, &err) == AK_OK && r.n_generated == N, "%s", err.msg);
+            CHECK(!memcmp(ref, got, sizeof ref), "the host sampler draws other ids than the table");
+        }
+        if (c == 2) {   /* the token calls: one chain of N - 1, or N - 1 chains of one */
+            int32_t next, one[N];
+            int n = 0;
+            ak_session_reset(s);
+            CHECK(ak_session_set_sampling(s, &sp, &err) == AK_OK, "%s", err.msg);
+            CHECK(ak_prefill(s, f->prompt, f->n_prompt, &next, NULL, &err) == AK_OK && next == ref[0], "prefill samples");
+            CHECK(ak_chain_decode(s, next, N - 1, NULL, 0, got, &n, &err) == AK_OK && n == N - 1 &&
+                      !memcmp(got, ref + 1, (N - 1) * sizeof *got), "one chain: other ids");
+            ak_session_rewind(s, f->n_prompt, &err);
+            int32_t tok = next;
+            for (int i = 0; i < N - 1; i++) {
+                CHECK(ak_chain_decode(s, tok, 1, NULL, 0, &one[i], &n, &err) == AK_OK && n == 1, "%s", err.msg);
+                tok = one[i];
+            }
+            CHECK(!memcmp(one, ref + 1, (N - 1) * sizeof *one), "chains of one: other ids");
+            ak_sampling_params wide = sp;
+            wide.top_k = 0;
+            CHECK(ak_session_set_sampling(s, &wide, &err) == AK_ERR_UNSUPPORTED, "top-k off is the host's");
+            wide.top_k = 40;
+            wide.penalty_last_n = 5000;
+            CHECK(ak_session_set_sampling(s, &wide, &err) == AK_ERR_UNSUPPORTED, "a window of 5000 is the host's");
+            wide.top_k = 200;
+            wide.penalty_last_n = 64;
+            p.sampling = wide;   /* ak_generate takes it on the host, then decode is greedy again */
+            p.on_token = NULL;
+            CHECK(ak_generate(s, f->prompt, f->n_prompt, &p, NULL, NULL, &r, &err) == AK_OK, "%s", err.msg);
+            CHECK(ak_session_set_sampling(s, NULL, &err) == AK_OK, "%s", err.msg);
+            int32_t want[2];
+            ak_json_ints(f->manifest, "llama", "greedy_continuation", want, 2);
+            ak_session_reset(s);
+            CHECK(ak_prefill(s, f->prompt, f->n_prompt, &next, NULL, &err) == AK_OK && next == want[0], "greedy again");
+            p.sampling = sp;
+        }
+        ak_session_free(s);
+    }
+}
+
 int main(void) {
     ak_fx f;
     if (!ak_fx_open(&f, AK_BACKEND_CPU)) return ak_test_done();
@@ -331,6 +415,7 @@ int main(void) {
             test_eog_cancel_special(m->tok);
         }
         test_loop(&f, m);
+        test_sampled_chain(&f, m);
         ak_model_free(m);
     }
     ak_fx_close(&f);

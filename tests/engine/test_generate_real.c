@@ -1,29 +1,40 @@
 /* ak_generate on a real chat model (SmolLM2-135M-Instruct, scripts/get-model): a short
  * question ends with the model's end-of-turn token, greedily (chain decode, the device's
- * stop list) and sampled (the host sampler), and the session then holds exactly the
- * prompt and the reply but its last token. Argument: the models folder. */
+ * stop list) and sampled; the table's sample command and the host sampler give the same
+ * ids for a seed; the session then holds exactly the prompt and the reply but its last
+ * token. Argument: the models folder. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "akunu.h"
 #include "test_util.h"
 
-static void ends_its_turn(ak_model *m, ak_session *s, const int32_t *ids, int n, ak_sampling_params sp, const char *what) {
+static int on_token(const ak_token_info *t, void *user) {
+    (void)t; (void)user;
+    return 0;
+}
+
+/* One reply; returns whether it ended its turn (then checked to end with EOG). With
+ * host, on_token brings each step's logits to the host sampler. */
+static bool reply(ak_model *m, ak_session *s, const int32_t *ids, int n, ak_sampling_params sp, bool host, int32_t *out,
+                  int *n_out, const char *what) {
     ak_generate_params p = ak_generate_default_params();
-    int32_t out[128];
     p.n_predict = 128;
     p.sampling = sp;
     p.ids_out = out;
     p.ids_cap = 128;
+    if (host) p.on_token = on_token;
     ak_generate_result r;
     ak_err err;
+    *n_out = 0;
     CHECK(ak_generate(s, ids, n, &p, NULL, NULL, &r, &err) == AK_OK, "%s: %s", what, err.msg);
-    printf("%s: %d tokens, stop %d\n", what, r.n_generated, (int)r.stop);
-    CHECK(r.stop == AK_STOP_EOG && r.n_generated > 1 && r.n_generated < 128, "%s: stop %d after %d tokens", what,
-          (int)r.stop, r.n_generated);
-    CHECK(ak_token_is_eog(m, out[r.n_generated - 1]), "%s: the last id is an end-of-generation token", what);
+    *n_out = r.n_generated;
+    CHECK(r.n_generated > 1 && r.n_generated <= 128 && (r.stop == AK_STOP_EOG || r.stop == AK_STOP_LENGTH),
+          "%s: stop %d after %d tokens", what, (int)r.stop, r.n_generated);
+    if (r.stop == AK_STOP_EOG) CHECK(ak_token_is_eog(m, out[r.n_generated - 1]), "%s: the last id is an end-of-generation token", what);
     for (int i = 0; i + 1 < r.n_generated; i++) CHECK(!ak_token_is_eog(m, out[i]), "%s: EOG at %d went on", what, i);
-    CHECK(ak_session_pos(s) == n + r.n_generated - 1, "%s: position %d", what, ak_session_pos(s));
+    CHECK(ak_session_pos(s) == n + r.n_generated - (r.stop == AK_STOP_EOG), "%s: position %d", what, ak_session_pos(s));
+    return r.stop == AK_STOP_EOG;
 }
 
 int main(int argc, char **argv) {
@@ -42,11 +53,25 @@ int main(int argc, char **argv) {
     CHECK(ak_session_create(m, NULL, &s, &err) == AK_OK, "%s", err.msg);
     if (s && n > 0) {
         ak_sampling_params greedy = {0};
-        ends_its_turn(m, s, ids, n, greedy, "greedy");
-        ak_sampling_params sampled = ak_sampling_default_params();
-        sampled.temperature = 0.7f;
-        sampled.seed = 1;
-        ends_its_turn(m, s, ids, n, sampled, "sampled");
+        int32_t a[128], b[128];
+        int na, nb;
+        CHECK(reply(m, s, ids, n, greedy, false, a, &na, "greedy"), "greedy: the reply ends its turn");
+        printf("greedy: %d tokens\n", na);
+        /* sampled in the table (chain decode) and by the host sampler: the same ids for a
+         * seed, since both key the draw by (seed, position) */
+        int ended = 0, same = 0;
+        for (uint64_t seed = 1; seed <= 6; seed++) {
+            ak_sampling_params sampled = ak_sampling_default_params();
+            sampled.temperature = 0.7f;
+            sampled.repeat_penalty = seed % 2 ? 1.1f : 1.0f;
+            sampled.seed = seed;
+            ended += reply(m, s, ids, n, sampled, false, a, &na, "sampled (table)");
+            reply(m, s, ids, n, sampled, true, b, &nb, "sampled (host)");
+            same += na == nb && !memcmp(a, b, (size_t)na * sizeof *a);
+            printf("seed %d: %d tokens (table), %d (host)\n", (int)seed, na, nb);
+        }
+        CHECK(ended >= 2, "%d of 6 sampled replies ended their turn", ended);
+        CHECK(same == 6, "table and host sampler agree on %d of 6 seeds", same);
     }
     free(text);
     ak_session_free(s);

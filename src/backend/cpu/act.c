@@ -1,5 +1,6 @@
-/* Activations, gated activation, logit softcap, argmax and embedding lookup. */
+/* Activations, gated activation, logit softcap, the token choice and embedding lookup. */
 #include "backend/cpu/cpu.h"
+#include "core/sample.h"
 #include "backend/cpu/vecmath.h"
 #include <math.h>
 #include <string.h>
@@ -123,16 +124,25 @@ void ak_cpu_softcap(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
     if (lo < hi) ak_cpu_softcap_row((float *)c->b[0] + lo, hi - lo, p->cap);
 }
 
-/* First index of the maximum, as torch.argmax. One thread: the row is short next to
- * the logits GEMV that precedes it. */
-void ak_cpu_argmax(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
+/* The token choice (core/sample.h) from row n-1; argmax: the first index of the
+ * maximum, as torch.argmax. One thread: the row is short next to the logits GEMV that
+ * precedes it, and the reference is what the CUDA command is held to. */
+void ak_cpu_sample(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
     (void)nth; (void)tls;
     if (ith) return;
-    const ak_p_argmax *p = (const ak_p_argmax *)c->p;
-    const float *x = (const float *)c->b[0] + (size_t)(p->n - 1) * p->vocab;
-    int32_t best = 0;
-    for (int32_t i = 1; i < p->vocab; i++) if (x[i] > x[best]) best = i;
-    memcpy(c->b[1], &best, 4);
+    const ak_p_sample *p = (const ak_p_sample *)c->p;
+    float *x = (float *)c->b[0] + (size_t)(p->n - 1) * p->vocab;
+    uint8_t *sb = c->b[2];
+    ak_sample_cfg cfg;
+    memcpy(&cfg, sb, sizeof cfg);
+    size_t words = ((size_t)p->vocab + 31) / 32;
+    int32_t *out = (int32_t *)c->b[1];   /* tokens[kv_len]: the window is the ids before it */
+    int n_win = cfg.last_n < p->kv_len ? cfg.last_n : p->kv_len;
+    ak_sample_cand *cands = (ak_sample_cand *)(sb + AK_SAMPLE_MASK_OFF + 4 * words);
+    int32_t *count = (int32_t *)(cands + p->vocab);
+    int32_t tok = ak_sample_pick(&cfg, x, p->vocab, out - n_win, n_win,
+                                 cfg.masked ? (const uint32_t *)(sb + AK_SAMPLE_MASK_OFF) : NULL, p->kv_len, cands, count);
+    memcpy(out, &tok, 4);
 }
 
 void ak_cpu_embed(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {

@@ -47,7 +47,7 @@ static const ak_cpu_fn kernel_fns[AK_K_COUNT] = {
     [AK_K_EMBED] = ak_cpu_embed, [AK_K_NORM] = ak_cpu_norm, [AK_K_ADD_NORM] = ak_cpu_add_norm,
     [AK_K_GEMV] = ak_cpu_gemv, [AK_K_GEMM] = ak_cpu_gemm, [AK_K_GEMV_ACT_DOWN] = ak_cpu_gemv_act_down,
     [AK_K_ACT_GATE] = ak_cpu_act_gate, [AK_K_ROPE_KV] = ak_cpu_rope_kv, [AK_K_ATTN_DECODE] = ak_cpu_attn_decode,
-    [AK_K_ATTN_PREFILL] = ak_cpu_attn_prefill, [AK_K_SOFTCAP] = ak_cpu_softcap, [AK_K_ARGMAX] = ak_cpu_argmax,
+    [AK_K_ATTN_PREFILL] = ak_cpu_attn_prefill, [AK_K_SOFTCAP] = ak_cpu_softcap, [AK_K_SAMPLE] = ak_cpu_sample,
 };
 
 size_t ak_cpu_attn_scratch(const ak_p_attn *p, int prefill);

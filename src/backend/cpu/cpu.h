@@ -111,7 +111,7 @@ void ak_cpu_rope_kv(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls);
 void ak_cpu_attn_decode(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls);
 void ak_cpu_attn_prefill(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls);
 void ak_cpu_softcap(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls);
-void ak_cpu_argmax(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls);
+void ak_cpu_sample(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls);
 
 /* Scratch floats a command needs per thread. */
 size_t ak_cpu_scratch_need(int kernel, const void *params);

@@ -180,7 +180,7 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
     __shared__ float rcs[2][16 * DPL];   /* this position's RoPE cos and sin */
     __shared__ bool last;
     ak_trace_t tr_;
-    const ak_stepv st_ = ak_step(a);   /* before the wait: only the argmax writes the step */
+    const ak_stepv st_ = ak_step(a);   /* before the wait: only the sample command writes the step */
     const ak_p_attn p = ak_params<ak_p_attn>(a, st_);
     const int hd = p.head_dim, group = p.n_heads / p.n_kv_heads, passes = (group + MG - 1) / MG;
     const int kvh = blockIdx.x / passes, g0 = (blockIdx.x % passes) * MG, G = min(MG, group - g0);

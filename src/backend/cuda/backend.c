@@ -2,7 +2,7 @@
  * encode), buffers in device memory, and tables encoded once into launch records.
  * A one-row table (decode) is captured into CUDA graphs: one step, and
  * AK_CUDA_UNROLL steps back to back. Per-step values live in a device step struct that
- * the kernels read and the argmax advances, so chain decode of N tokens is N/UNROLL
+ * the kernels read and the sample command advances, so chain decode of N tokens is N/UNROLL
  * graph launches and one synchronisation. Prefill is launched directly (cuBLAS sizes
  * depend on the chunk). */
 #include "backend/backend.h"
@@ -155,7 +155,7 @@ static int launch(cuda_backend *cb, ak_cuda_cmd *c) {
     case AK_K_ATTN_DECODE: return ak_cuda_attn_decode(c, x);
     case AK_K_ATTN_PREFILL: return ak_cuda_attn_prefill(c, x);
     case AK_K_SOFTCAP: return ak_cuda_softcap(c, x);
-    case AK_K_ARGMAX: return ak_cuda_argmax(c, x);
+    case AK_K_SAMPLE: return ak_cuda_sample(c, x);
     default: return (int)cudaErrorInvalidValue;
     }
 }
@@ -250,9 +250,9 @@ static size_t cmd_scratch(ak_cuda_cmd *c, int max_rows, ak_cuda_ctx *x, ak_err *
         c->aux[1] = ak_cuda_attn_splits(a->max_seq);
         return (size_t)a->n_heads * c->aux[1] * (a->head_dim + AK_ATTN_PART_PAD) * 4 + (size_t)a->n_heads * 4;
     }
-    case AK_K_ARGMAX:
-        c->aux[0] = ak_cuda_argmax_blocks(((const ak_p_argmax *)p)->vocab);
-        return (size_t)c->aux[0] * 8;
+    case AK_K_SAMPLE:
+        c->aux[0] = ak_cuda_sample_blocks(((const ak_p_sample *)p)->vocab);
+        return ak_cuda_sample_scratch(((const ak_p_sample *)p)->vocab);
     case AK_K_GEMV_ACT_DOWN: return (size_t)((const ak_p_act_down *)p)->K * 4;
     case AK_K_GEMM: {
         const ak_p_mm *m = p;
@@ -472,7 +472,7 @@ static ak_status cu_encode(ak_backend *b, const ak_table *tab, void *const bufs[
     for (int i = 0; i < tab->n; i++) {
         const ak_cmd *c = &tab->cmds[i];
         ak_cuda_cmd *e = &t->cmds[i];
-        if (c->kernel >= AK_K_COUNT || c->kernel > AK_K_ARGMAX) {
+        if (c->kernel >= AK_K_COUNT || c->kernel > AK_K_SAMPLE) {
             st = ak_fail(err, AK_ERR_UNSUPPORTED, "cuda: no kernel for id %d (%s)", c->kernel, tab->labels[i]);
             goto fail;
         }

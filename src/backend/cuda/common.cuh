@@ -16,7 +16,7 @@ extern "C" {
 #include "core/table.h"
 }
 
-/* pos, n and stopped of the step, in one 16-byte load through L2 (the argmax of the
+/* pos, n and stopped of the step, in one 16-byte load through L2 (the sample command of the
  * previous step wrote them). */
 struct ak_stepv { int32_t pos, n, stopped; };
 __device__ __forceinline__ ak_stepv ak_step(const ak_cuda_args &a) {
@@ -48,7 +48,7 @@ __device__ __forceinline__ int32_t *ak_tok_ptr(const ak_cuda_args &a, const ak_s
  * finishes; it waits (griddepcontrol.wait) before it touches anything the predecessor
  * writes or reads, then lets its own successor start. So when a kernel starts, every
  * kernel before its predecessor has finished, and reads of only their results can go
- * before the wait: weights, the step (only the argmax writes it), the KV cache of
+ * before the wait: weights, the step (only the sample command writes it), the KV cache of
  * earlier positions. No-ops before sm_90. */
 __device__ __forceinline__ void ak_pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

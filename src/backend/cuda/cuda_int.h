@@ -16,13 +16,13 @@ extern "C" {
 #define AK_CUDA_GEMV_BATCH 8      /* GEMM rows up to this go through the batched GEMV */
 
 /* The per-step values, resident on the device. Every kernel reads pos and n from here
- * (that is how one captured graph serves every position); the argmax kernel writes
+ * (that is how one captured graph serves every position); the sample kernel writes
  * the token, checks the stop set and advances pos. Kernels return at once when
  * stopped is set. */
 typedef struct {
     int32_t pos, n, stopped, steps_done;
     int32_t n_stop;
-    uint32_t argmax_done;          /* blocks of the argmax that have finished */
+    uint32_t pick_done;            /* blocks of the sample command that have finished */
     int32_t pad[2];
     int32_t stop[AK_CUDA_MAX_STOP];
 } ak_cuda_step;
@@ -85,14 +85,14 @@ typedef struct {
     int kernel;
     int rows;                      /* rows the grid is sized for (this run's n, or the table's) */
     ak_cuda_args a;
-    int aux[4];                    /* per kernel: attention splits and chunk, argmax blocks */
+    int aux[4];                    /* per kernel: attention splits and chunk, sample blocks */
 } ak_cuda_cmd;
 
 /* Launchers (one per kernel family). Each returns a cudaError_t as int. */
 int ak_cuda_embed(const ak_cuda_cmd *c, ak_cuda_ctx *x);
 int ak_cuda_act_gate(const ak_cuda_cmd *c, ak_cuda_ctx *x);
 int ak_cuda_softcap(const ak_cuda_cmd *c, ak_cuda_ctx *x);
-int ak_cuda_argmax(const ak_cuda_cmd *c, ak_cuda_ctx *x);
+int ak_cuda_sample(const ak_cuda_cmd *c, ak_cuda_ctx *x);
 int ak_cuda_norm(const ak_cuda_cmd *c, ak_cuda_ctx *x);
 int ak_cuda_add_norm(const ak_cuda_cmd *c, ak_cuda_ctx *x);
 int ak_cuda_rope_kv(const ak_cuda_cmd *c, ak_cuda_ctx *x);
@@ -128,7 +128,9 @@ static inline int ak_cuda_file_layout(int dtype) { return dtype == AK_Q4_0 ? AK_
 double ak_cuda_read_bandwidth(cudaStream_t s);
 /* Attention decode: the grid's key splits for a cache of max_seq positions. */
 int ak_cuda_attn_splits(int max_seq);
-int ak_cuda_argmax_blocks(int vocab);
+int ak_cuda_sample_blocks(int vocab);
+/* The sample command's scratch: the blocks' argmax or top-k lists. */
+size_t ak_cuda_sample_scratch(int vocab);
 /* cuBLAS handle management (gemm.cu). */
 int ak_cuda_cublas_create(void **h, void **workspace, cudaStream_t s);
 void ak_cuda_cublas_destroy(void *h);

@@ -267,7 +267,7 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
     /* items per stage: whole slices */
     constexpr int U = (Sh::U / JC > 0 ? Sh::U / JC : 1) * JC;
     extern __shared__ __align__(16) uint8_t smem[];
-    /* the step first, ahead of the weight requests (only the argmax writes it, and it has
+    /* the step first, ahead of the weight requests (only the sample command writes it, and it has
      * finished: every kernel lets its successor in only after its own wait) */
     ak_trace_t tr_;
     const ak_stepv st_ = ak_step(a);

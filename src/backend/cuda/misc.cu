@@ -1,5 +1,5 @@
-/* Embedding lookup per dtype, gated activation, logit softcap, argmax (which also
- * advances the device step), the Q4_0/Q8_0 row repack, and the read-bandwidth probe. */
+/* Embedding lookup per dtype, gated activation, logit softcap, the Q4_0/Q8_0 row
+ * repack, the read-bandwidth probe and the kernels' one-time setup. */
 #include "backend/cuda/quant.cuh"
 #include <float.h>
 #include <limits.h>
@@ -68,82 +68,6 @@ extern "C" int ak_cuda_softcap(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
     return (int)ak_launch(k_softcap, dim3(blocks), dim3(256), 0, x->stream, c->a);
 }
 
-/* ---- argmax: first index of the maximum of row n-1, as torch.argmax. Each block
- * reduces a slice into scratch; the last block to finish reduces the slices, writes
- * tokens[pos+n], checks the stop set and advances the step. ---- */
-#define AK_ARGMAX_THREADS 512
-
-extern "C" int ak_cuda_argmax_blocks(int vocab) {
-    int b = ak_cdiv(vocab, AK_ARGMAX_THREADS * 8);
-    return b < 1 ? 1 : b > 128 ? 128 : b;
-}
-
-__device__ __forceinline__ void am_better(float &bv, int &bi, float v, int i) {
-    if (v > bv || (v == bv && i < bi)) { bv = v; bi = i; }
-}
-
-__device__ void am_block(float &bv, int &bi) {
-    __shared__ float sv[32];
-    __shared__ int si[32];
-    for (int o = 16; o > 0; o >>= 1) {
-        float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-        int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-        am_better(bv, bi, ov, oi);
-    }
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    __syncthreads();
-    if (lane == 0) { sv[w] = bv; si[w] = bi; }
-    __syncthreads();
-    if (w == 0) {
-        int nw = blockDim.x >> 5;
-        bv = lane < nw ? sv[lane] : -INFINITY;
-        bi = lane < nw ? si[lane] : INT_MAX;
-        for (int o = 16; o > 0; o >>= 1) {
-            float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-            int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-            am_better(bv, bi, ov, oi);
-        }
-    }
-}
-
-__global__ void __launch_bounds__(AK_ARGMAX_THREADS) k_argmax(ak_cuda_args a) {
-    AK_KERNEL_ENTRY(ak_p_argmax, p);
-    const float *x = (const float *)a.b[0] + (size_t)(p.n - 1) * p.vocab;
-    float *sv = (float *)a.scratch;
-    int *si = (int *)(sv + gridDim.x);
-    float bv = -INFINITY;
-    int bi = INT_MAX;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.vocab; i += gridDim.x * blockDim.x) am_better(bv, bi, x[i], i);
-    am_block(bv, bi);
-    __shared__ bool last;
-    if (threadIdx.x == 0) {
-        sv[blockIdx.x] = bv;
-        si[blockIdx.x] = bi;
-        __threadfence();
-        last = atomicAdd(&a.step->argmax_done, 1u) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    bv = -INFINITY;
-    bi = INT_MAX;
-    for (int i = threadIdx.x; i < (int)gridDim.x; i += blockDim.x) am_better(bv, bi, ((volatile float *)sv)[i], ((volatile int *)si)[i]);
-    am_block(bv, bi);
-    if (threadIdx.x == 0) {
-        int32_t tok = bi == INT_MAX ? 0 : bi;
-        *ak_tok_ptr(a, st_) = tok;
-        ak_cuda_step *st = a.step;
-        st->argmax_done = 0;
-        st->steps_done++;
-        for (int k = 0; k < st->n_stop; k++) if (st->stop[k] == tok) st->stopped = 1;
-        st->pos += st->n;
-    }
-}
-
-extern "C" int ak_cuda_argmax(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
-    return (int)ak_launch(k_argmax, dim3(c->aux[0]), dim3(AK_ARGMAX_THREADS), 0, x->stream, c->a);
-}
-
 /* ---- repack: per row, block b's quants to qs[b], its f16 scale to d[b] after all quants ---- */
 __global__ void k_repack(uint8_t *w, int dtype, int nb, size_t row_bytes) {
     extern __shared__ uint8_t srow[];
@@ -161,6 +85,7 @@ __global__ void k_repack(uint8_t *w, int dtype, int nb, size_t row_bytes) {
 
 extern "C" int ak_cuda_init_attention(void);
 extern "C" int ak_cuda_init_gemv(void);
+extern "C" int ak_cuda_init_sample(void);
 
 int ak_cuda_pdl;
 
@@ -174,6 +99,7 @@ extern "C" int ak_cuda_kernels_init(int pdl) {
     cudaError_t e = cudaFuncSetAttribute(k_repack, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
     if (e != cudaSuccess) return (int)e;
     int r = ak_cuda_init_gemv();
+    if (!r) r = ak_cuda_init_sample();
     return r ? r : ak_cuda_init_attention();
 }
 

@@ -2,9 +2,10 @@
  * inputs and odd shapes: GEMV/GEMM (multi-segment, bias, last row only, N = 1, odd K),
  * fused activation+down, norms, RoPE + KV write (both pairings, QK-norm, bias, F16 cache),
  * decode and tiled prefill attention (GQA ratios, causal, sliding window, softcap,
- * non-causal, offsets), argmax. Each kernel is split over 1, 2, 3 and 7 workers. */
+ * non-causal, offsets), the sample command. Each kernel is split over 1, 2, 3 and 7 workers. */
 #include "backend/cpu/cpu.h"
 #include "model/arch.h"
+#include "core/sample.h"
 #include "test_util.h"
 #include <math.h>
 #include <stdlib.h>
@@ -369,19 +370,56 @@ static void test_rope_kv(void) {
             }
 }
 
-static void test_argmax(void) {
+/* The sample command: argmax (first of ties, last row), and for the other modes the
+ * reference pick with the window read before tokens[kv_len], the mask from the buffer and
+ * kv_len as the draw's position. */
+static void test_sample(void) {
+    enum { V = 1000, CTX = 300 };
+    uint8_t *sb = calloc(1, ak_sample_buf_bytes(V));
     float x[2][7] = {{0, 5, 1, 5, -1, 2, 3}, {9, 1, 9, 0, 0, 0, 9}};
-    int32_t tok = -1;
+    int32_t toks[CTX];
     ak_cpu_cmd c = {0};
-    ak_p_argmax p = {.n = 1, .vocab = 7};
+    ak_p_sample p = {.n = 1, .vocab = 7};
     memcpy(c.p, &p, sizeof p);
-    c.b[0] = x; c.b[1] = &tok;
-    run(ak_cpu_argmax, &c, 2, 0);
-    CHECK(tok == 1, "argmax first of ties: %d", tok);
+    c.b[0] = x; c.b[1] = &toks[0]; c.b[2] = sb;
+    run(ak_cpu_sample, &c, 2, 0);
+    CHECK(toks[0] == 1, "argmax first of ties: %d", toks[0]);
     p.n = 2;
     memcpy(c.p, &p, sizeof p);
-    run(ak_cpu_argmax, &c, 3, 0);
-    CHECK(tok == 0, "argmax of last row: %d", tok);
+    run(ak_cpu_sample, &c, 3, 0);
+    CHECK(toks[0] == 0, "argmax of last row: %d", toks[0]);
+
+    uint64_t rs = 99;
+    float *l = malloc(V * sizeof *l), *ref = malloc(V * sizeof *ref);
+    ak_sample_cand *cands = malloc(V * sizeof *cands);
+    int32_t *count = calloc(V, sizeof *count);
+    uint32_t mask[(V + 31) / 32];
+    for (int i = 0; i < CTX; i++) toks[i] = (int32_t)(ak_rand_u32(&rs) % 40);   /* the window repeats ids */
+    int agree = 0, trials = 0;
+    for (int t = 0; t < 60; t++) {
+        ak_sample_cfg cfg = {.mode = 1 + t % 2, .top_k = 1 + t % 50, .last_n = t % 3 ? 64 : 0, .masked = t % 4 == 0,
+                             .temperature = 0.5f + 0.1f * (float)(t % 7), .top_p = t % 5 ? 0.9f : 1.0f,
+                             .min_p = t % 3 == 1 ? 0.05f : 0, .repeat = 1.3f, .presence = 0.2f, .frequency = 0.1f, .seed = 7u + (uint64_t)t};
+        for (int i = 0; i < V; i++) l[i] = 3 * ak_rand_f(&rs);
+        for (int i = 0; i < (V + 31) / 32; i++) mask[i] = ak_rand_u32(&rs);
+        memcpy(sb, &cfg, sizeof cfg);
+        memcpy(sb + AK_SAMPLE_MASK_OFF, mask, sizeof mask);
+        int kv = 100 + t;
+        ak_p_sample q = {.n = 1, .pos = kv - 1, .kv_len = kv, .vocab = V};
+        memcpy(c.p, &q, sizeof q);
+        c.b[0] = l; c.b[1] = &toks[kv];
+        int32_t keep = toks[kv];
+        memcpy(ref, l, V * sizeof *ref);
+        int nw = cfg.last_n < kv ? cfg.last_n : kv;
+        int32_t want = ak_sample_pick(&cfg, ref, V, toks + kv - nw, nw, cfg.masked ? mask : NULL, kv, cands, count);
+        run(ak_cpu_sample, &c, 2, 0);
+        trials++;
+        agree += toks[kv] == want;
+        CHECK(!cfg.masked || (mask[toks[kv] >> 5] >> (toks[kv] & 31) & 1), "sample: id %d is masked out", toks[kv]);
+        toks[kv] = keep;
+    }
+    CHECK(agree == trials, "sample command = reference pick in %d of %d", agree, trials);
+    free(l); free(ref); free(cands); free(count); free(sb);
 }
 
 int main(void) {
@@ -398,7 +436,7 @@ int main(void) {
         test_norms();
         test_attention();
         test_rope_kv();
-        test_argmax();
+        test_sample();
     }
     return ak_test_done();
 }

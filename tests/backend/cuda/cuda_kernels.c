@@ -7,11 +7,12 @@
  * steps, embedding per dtype (repacked and file layouts), decode attention at long
  * context (split-K), decode attention with its split merge folded into the output
  * projection, and tiled prefill attention (GQA, causal, sliding window, softcap, F16
- * cache), RoPE + KV write, norms, argmax.
+ * cache), RoPE + KV write, norms, the sample command.
  * Exits 77 (skipped) where no GPU is present. */
 #include "backend/backend.h"
 #include "core/dtype.h"
 #include "model/arch.h"
+#include "core/sample.h"
 #include "test_util.h"
 #include <math.h>
 #include <stdlib.h>
@@ -711,7 +712,7 @@ static void test_attention(void) {
     one_attn(0, 1, 90, 32, 8, 128, 4096, 1, 0, 0, 1, AK_Q4_0);
 }
 
-static void test_rope_norm_argmax(void) {
+static void test_rope_norm(void) {
     for (int v = 0; v < 4; v++) {
         int n = v == 3 ? 9 : 1, nh = 8, nkv = 2, hd = v == 2 ? 256 : 64, pos = 37, max_seq = 64;
         int ld = (nh + 2 * nkv) * hd, kv_f16 = v & 1;
@@ -774,8 +775,38 @@ static void test_rope_norm_argmax(void) {
         ak_table_free(&tb);
         w_free(&w);
     }
-    /* argmax over a long row with ties: the first index wins */
+}
+
+/* A one-command table: the sample command over row n-1 of the logits. */
+static void sample_table(ak_table *tb, int n, int vocab) {
+    memset(tb, 0, sizeof *tb);
+    ak_p_sample pa = {.n = n, .vocab = vocab};
+    ak_cmd *c = ak_table_push(tb, AK_K_SAMPLE, &pa, sizeof pa, "sample");
+    ak_cmd_bind(c, 0, AK_BUF_LOGITS, 0);
+    ak_cmd_bind(c, 1, AK_BUF_TOKENS, 0);
+    ak_cmd_bind(c, 2, AK_BUF_SAMPLE, 0);
+    c->patch = AK_PATCH_TOK_OUT | AK_PATCH_POS | AK_PATCH_KVLEN;
+    c->off_pos = offsetof(ak_p_sample, pos);
+    c->off_kv = offsetof(ak_p_sample, kv_len);
+    c->bind_tok = 1;
+    tb->max_rows = n;
+}
+
+static void w_sample(world *w, int vocab, const ak_sample_cfg *cfg) {
+    w_set(w, AK_BUF_SAMPLE, (size_t)ak_sample_buf_bytes(vocab));
+    memcpy(w->data[AK_BUF_SAMPLE], cfg, sizeof *cfg);
+    uint32_t *mask = (uint32_t *)((uint8_t *)w->data[AK_BUF_SAMPLE] + AK_SAMPLE_MASK_OFF);
+    for (int i = 0; i < (vocab + 31) / 32; i++) mask[i] = ak_rand_u32(&rng) | ak_rand_u32(&rng);   /* 3/4 allowed */
+}
+
+/* The sample command on the GPU against the CPU's (the reference pick, core/sample.c):
+ * argmax with ties; every mode, filter and penalty on vocabularies of 1000, 151936 and
+ * 262144 ids, chains of draws keyed by position giving the same ids; and the
+ * distribution of 100000 draws against the exact probabilities (chi-square). */
+static void test_sample(void) {
     int V = 151936;
+    ak_sample_cfg zero;
+    memset(&zero, 0, sizeof zero);
     world w;
     memset(&w, 0, sizeof w);
     w_rand(&w, AK_BUF_LOGITS, (size_t)2 * V * 4, 1.f);
@@ -783,18 +814,97 @@ static void test_rope_norm_argmax(void) {
     lg[100000] = 5.f;
     lg[120000] = 5.f;
     w_set(&w, AK_BUF_TOKENS, 64);
-    ak_p_argmax pa = {.n = 2, .vocab = V};
-    ak_table tb = {0};
-    ak_cmd *c = ak_table_push(&tb, AK_K_ARGMAX, &pa, sizeof pa, "argmax");
-    ak_cmd_bind(c, 0, AK_BUF_LOGITS, 0);
-    ak_cmd_bind(c, 1, AK_BUF_TOKENS, 0);
-    c->patch = AK_PATCH_TOK_OUT;
-    c->bind_tok = 1;
-    tb.max_rows = 2;
+    w_sample(&w, V, &zero);
+    ak_table tb;
+    sample_table(&tb, 2, V);
     ak_run r = {.pos = 3, .n = 2, .steps = 1};
     float *g = run_on(gpu, &tb, &w, r, AK_BUF_TOKENS, 0, 16);
     CHECK(g && ((int32_t *)g)[5] == 100000, "argmax: %d", g ? ((int32_t *)g)[5] : -1);
     free(g);
+    ak_table_free(&tb);
+    w_free(&w);
+
+    const int vocabs[] = {1000, 151936, 262144};
+    for (int vi = 0; vi < 3; vi++)
+        for (int t = 0; t < 8; t++) {
+            int vocab = vocabs[vi], pos = 200, steps = t < 5 ? 64 : 1;
+            ak_sample_cfg cfg = {.mode = t == 7 ? AK_SAMPLE_GREEDY : AK_SAMPLE_DRAW, .top_k = (int[]){40, 1, 128, 7, 64, 40, 100, 1}[t],
+                                 .masked = t == 3 || t == 6, .temperature = (float[]){0.8f, 1, 1.5f, 0.3f, 2.5f, 0.8f, 1, 1}[t],
+                                 .top_p = t == 0 || t == 5 ? 0.95f : t == 2 ? 0.5f : 1.0f, .min_p = t == 0 || t == 5 ? 0.05f : t == 4 ? 0.2f : 0,
+                                 .repeat = 1.0f, .seed = 1234u + (uint64_t)t};
+            if (t >= 5) { cfg.last_n = 64; cfg.repeat = 1.3f; cfg.presence = 0.5f; cfg.frequency = 0.2f; }
+            memset(&w, 0, sizeof w);
+            w_rand(&w, AK_BUF_LOGITS, (size_t)vocab * 4, t == 2 ? 0.05f : 3.f);   /* t 2: nearly flat */
+            w_set(&w, AK_BUF_TOKENS, (size_t)(pos + steps + 1) * 4);
+            float *l = (float *)w.data[AK_BUF_LOGITS];
+            for (int i = 0; i < pos; i++) {   /* the window: a few ids, repeated, given high logits */
+                int32_t id = (int32_t)(ak_rand_u32(&rng) % 16) * (vocab / 16);
+                ((int32_t *)w.data[AK_BUF_TOKENS])[i] = id;
+                l[id] = 4.f;
+            }
+            w_sample(&w, vocab, &cfg);
+            sample_table(&tb, 1, vocab);
+            ak_run rr = {.pos = pos - 1, .n = 1, .steps = steps};
+            float *a = run_on(cpu, &tb, &w, rr, AK_BUF_TOKENS, (size_t)pos * 4, steps);
+            float *b = run_on(gpu, &tb, &w, rr, AK_BUF_TOKENS, (size_t)pos * 4, steps);
+            int same = 0, distinct = 0;
+            for (int i = 0; a && b && i < steps; i++) {
+                same += ((int32_t *)a)[i] == ((int32_t *)b)[i];
+                distinct += i > 0 && ((int32_t *)a)[i] != ((int32_t *)a)[i - 1];
+            }
+            /* the same choice but where a rounding difference flips a near tie */
+            CHECK(same >= steps - steps / 32, "sample vocab %d case %d: GPU = CPU in %d of %d", vocab, t, same, steps);
+            if (steps > 1 && cfg.top_k > 1) CHECK(distinct > 0, "sample vocab %d case %d: every draw the same", vocab, t);
+            free(a);
+            free(b);
+            ak_table_free(&tb);
+            w_free(&w);
+        }
+
+    /* the distribution: 100000 positions over fixed logits, top-k 40, top-p 0.9, min-p 0.02, T 0.9 */
+    enum { N = 100000, VV = 5000 };
+    ak_sample_cfg cfg = {.mode = AK_SAMPLE_DRAW, .top_k = 40, .temperature = 0.9f, .top_p = 0.9f, .min_p = 0.02f, .repeat = 1, .seed = 77};
+    memset(&w, 0, sizeof w);
+    w_rand(&w, AK_BUF_LOGITS, (size_t)VV * 4, 4.f);
+    w_set(&w, AK_BUF_TOKENS, (size_t)(N + 2) * 4);
+    w_sample(&w, VV, &cfg);
+    sample_table(&tb, 1, VV);
+    ak_run rr = {.pos = 0, .n = 1, .steps = N};
+    float *b = run_on(gpu, &tb, &w, rr, AK_BUF_TOKENS, 4, N);
+    /* the exact probabilities: sort, top-k, top-p and min-p at temperature 1, softmax at T */
+    const float *l = (const float *)w.data[AK_BUF_LOGITS];
+    int ord[40], k = 0;
+    for (int i = 0; i < VV; i++) {   /* insertion into the 40 best */
+        int j;
+        if (k < 40) j = k++;
+        else if (l[i] <= l[ord[39]]) continue;
+        else j = 39;
+        while (j > 0 && l[ord[j - 1]] < l[i]) { ord[j] = ord[j - 1]; j--; }
+        ord[j] = i;
+    }
+    double mx = l[ord[0]], sum = 0, acc = 0, z = 0;
+    for (int i = 0; i < 40; i++) sum += exp(l[ord[i]] - mx);
+    int m = 40;
+    for (int i = 0; i < 40; i++) { acc += exp(l[ord[i]] - mx); if (acc >= 0.9 * sum) { m = i + 1; break; } }
+    while (m > 1 && l[ord[m - 1]] < mx + log(0.02)) m--;
+    for (int i = 0; i < m; i++) z += exp((l[ord[i]] - mx) / 0.9);
+    int *hist = calloc(VV, sizeof *hist);
+    for (int i = 0; b && i < N; i++) {
+        int32_t id = ((int32_t *)b)[i];
+        if (id >= 0 && id < VV) hist[id]++;
+    }
+    double chi = 0;
+    int outside = N;
+    for (int i = 0; i < m; i++) {
+        double e = N * exp((l[ord[i]] - mx) / 0.9) / z;
+        chi += (hist[ord[i]] - e) * (hist[ord[i]] - e) / e;
+        outside -= hist[ord[i]];
+    }
+    /* m - 1 degrees of freedom (at most 39): 80 is beyond the 0.9999 quantile (about 73 for 39) */
+    CHECK(b && outside == 0 && chi < 80, "sample distribution: %d draws outside the %d kept, chi-square %.1f", outside, m, chi);
+    printf("sample distribution: %d kept ids, chi-square %.1f over %d draws\n", m, chi, N);
+    free(hist);
+    free(b);
     ak_table_free(&tb);
     w_free(&w);
 }
@@ -809,7 +919,8 @@ int main(void) {
     test_decode_layers();
     test_embed();
     test_attention();
-    test_rope_norm_argmax();
+    test_rope_norm();
+    test_sample();
     cpu->destroy(cpu);
     gpu->destroy(gpu);
     return ak_test_done();
