@@ -4,6 +4,7 @@
  * allowed-token mask is a walk of the vocabulary's trie through those transitions, cached
  * per state. */
 #include "engine/grammar.h"
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include "core/err.h"
@@ -661,6 +662,7 @@ typedef struct {
     uint32_t off, len; /* content in arena */
     uint64_t hash;
     int32_t asc;       /* its row of ASCII transitions in asc (-1: none yet) */
+    int32_t loop;      /* the vocabulary's loop table entry it stays in (-1: none, -2: not looked at) */
     bool can_end;
 } gstate;
 
@@ -680,7 +682,41 @@ enum {
     G_MAX_WORK = 1 << 16,  /* stacks examined while settling one transition */
     G_MAX_DEPTH = 1 << 16, /* entries in one stack */
     G_MASK_CACHE = 64,     /* masks kept, least recently used dropped */
+    G_LOOPS = 64,          /* loop classes kept per vocabulary */
+    G_LOOP_STACKS = 64,    /* a state with more stacks is not looked at for a loop */
 };
+
+typedef struct {
+    uint32_t cp, need, len; /* partial code point: bits so far, bytes missing, its length */
+} gpart;
+
+/* Code points as sorted, disjoint, non-adjacent inclusive ranges. */
+typedef struct {
+    uint32_t lo, hi;
+} grange;
+
+/* A loop class L of the vocabulary: a state that reads any code point of L and stays
+ * itself allows every token whose bytes stay in L (base), whatever its stacks below
+ * (what XGrammar calls context-independent tokens); the other tokens it may allow lie
+ * under the trie nodes where a path in L first leaves it, grouped by (the partial code
+ * point before, the byte) so that a group the state rejects costs one step. Built once
+ * per (vocabulary, class), immutable once published. */
+typedef struct {
+    gpart from;
+    uint32_t first, n; /* nodes node[first .. first + n) */
+    uint8_t byte;
+} ggroup;
+
+typedef struct {
+    grange *cls;
+    uint32_t n_cls;
+    uint64_t hash;
+    uint32_t *base; /* [n_words] */
+    int n_base;
+    ggroup *group;
+    uint32_t n_group;
+    uint32_t *node;
+} gloop;
 
 struct ak_gvocab {
     int n_vocab, n_words;
@@ -698,11 +734,11 @@ struct ak_gvocab {
     uint32_t *end, *tok, *cnt;
     int32_t *sorted;
     int max_depth;
+    /* loop classes, built at a matcher's first need, shared by every matcher of this
+     * vocabulary: published by compare-and-swap into a free slot, never changed after,
+     * so matchers on other threads read them without locks */
+    _Atomic(gloop *) *loops; /* [G_LOOPS] */
 };
-
-typedef struct {
-    uint32_t cp, need, len; /* partial code point: bits so far, bytes missing, its length */
-} gpart;
 
 typedef struct {
     uint64_t h; /* hash of a result stack */
@@ -736,6 +772,9 @@ struct ak_gmatch {
     /* mask walk: per trie depth, the state and the partial code point */
     int32_t *w_st;
     gpart *w_part;
+    /* scratch for loop classes */
+    grange *lr, *lr2;
+    uint32_t cap_lr, cap_lr2;
     /* mask cache */
     uint32_t *masks; /* [G_MASK_CACHE][n_words] */
     int32_t c_state[G_MASK_CACHE];
@@ -948,7 +987,8 @@ static int32_t intern_results(ak_gmatch *m) {
         if (!map_get(&m->intern, k, &id)) {
             if (!grow((void **)&m->st, &m->cap_st, m->n_st + 1, sizeof *m->st) || !map_put(&m->intern, k, (int32_t)m->n_st))
                 return m->overflow = true, -1;
-            m->st[m->n_st] = (gstate){.off = m->n_arena, .len = total, .hash = h, .asc = -1, .can_end = can_end};
+            m->st[m->n_st] =
+                (gstate){.off = m->n_arena, .len = total, .hash = h, .asc = -1, .loop = -2, .can_end = can_end};
             m->n_arena += total;
             return (int32_t)m->n_st++;
         }
@@ -1057,25 +1097,239 @@ static bool compatible(ak_gmatch *m, int32_t id, gpart p) {
     return ok;
 }
 
-/* One byte from (id, p): false when it cannot be valid UTF-8 here or the grammar
- * rejects the character it completes. */
-static bool step_byte(ak_gmatch *m, int32_t *id, gpart *p, unsigned char b) {
+/* One byte of UTF-8 after the partial p: 1 (and *cp) when it completes a code point, 0
+ * when more bytes must follow, -1 when the bytes cannot be valid UTF-8 (a bad lead or
+ * continuation byte, an overlong form, a surrogate, past U+10FFFF). */
+static int utf8_next(gpart *p, unsigned char b, uint32_t *cp) {
     if (!p->need) {
-        if (b < 0x80) return (*id = step(m, *id, b)) >= 0;
+        if (b < 0x80) return *cp = b, 1;
         if (b >= 0xC2 && b <= 0xDF) *p = (gpart){b & 0x1F, 1, 2};
         else if (b >= 0xE0 && b <= 0xEF) *p = (gpart){b & 0x0F, 2, 3};
         else if (b >= 0xF0 && b <= 0xF4) *p = (gpart){b & 0x07, 3, 4};
-        else return false;
-        return true;
+        else return -1;
+        return 0;
     }
-    if ((b & 0xC0) != 0x80) return false;
+    if ((b & 0xC0) != 0x80) return -1;
     p->cp = p->cp << 6 | (b & 0x3F);
-    if (--p->need) return true;
+    if (--p->need) return 0;
     static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    uint32_t cp = p->cp, len = p->len;
+    uint32_t c = p->cp, len = p->len;
     *p = (gpart){0, 0, 0};
-    if (cp < min_cp[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false; /* overlong, surrogate */
+    if (c < min_cp[len] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return -1;
+    return *cp = c, 1;
+}
+
+/* One byte from (id, p): false when it cannot be valid UTF-8 here or the grammar
+ * rejects the character it completes. */
+static bool step_byte(ak_gmatch *m, int32_t *id, gpart *p, unsigned char b) {
+    uint32_t cp;
+    int r = utf8_next(p, b, &cp);
+    if (r <= 0) return r == 0;
     return (*id = step(m, *id, cp)) >= 0;
+}
+
+/* ---- loop classes ------------------------------------------------------------------ */
+
+static int cmp_range(const void *a, const void *b) {
+    const grange *x = a, *y = b;
+    if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
+    return (x->hi > y->hi) - (x->hi < y->hi);
+}
+
+/* Class e's code points as ranges into *out (grown): how many, UINT32_MAX when out of
+ * memory. */
+static uint32_t class_norm(const ak_grammar *g, const gel *e, grange **out, uint32_t *cap) {
+    if (!grow((void **)out, cap, e->b + 1, sizeof **out)) return UINT32_MAX;
+    grange *r = *out;
+    for (uint32_t i = 0; i < e->b; i++) r[i] = (grange){g->rng[e->a + 2 * i], g->rng[e->a + 2 * i + 1]};
+    qsort(r, e->b, sizeof *r, cmp_range);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < e->b; i++) {
+        if (n && r[i].lo <= r[n - 1].hi + 1) {
+            if (r[i].hi > r[n - 1].hi) r[n - 1].hi = r[i].hi;
+        } else {
+            r[n++] = r[i];
+        }
+    }
+    if (!e->neg) return n;
+    /* the complement in [0, U+10FFFF], in place: the k-th gap is written at or before k */
+    uint32_t j = 0, next = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t lo = r[k].lo, hi = r[k].hi;
+        if (lo > next) r[j++] = (grange){next, lo - 1};
+        next = hi + 1;
+    }
+    if (next <= 0x10FFFF) r[j++] = (grange){next, 0x10FFFF};
+    return j;
+}
+
+/* Some code point of [lo, hi] is in r. */
+static bool ranges_meet(const grange *r, uint32_t n, uint32_t lo, uint32_t hi) {
+    uint32_t a = 0, b = n; /* the first range ending at or after lo */
+    while (a < b) {
+        uint32_t mid = (a + b) / 2;
+        if (r[mid].hi < lo) a = mid + 1;
+        else b = mid;
+    }
+    return a < n && r[a].lo <= hi;
+}
+
+/* How b lies in a: 0 disjoint, 1 wholly inside, 2 partly. */
+static int ranges_rel(const grange *a, uint32_t na, const grange *b, uint32_t nb) {
+    uint64_t in = 0, total = 0;
+    for (uint32_t j = 0; j < nb; j++) total += (uint64_t)b[j].hi - b[j].lo + 1;
+    for (uint32_t i = 0, j = 0; i < na && j < nb;) {
+        uint32_t lo = a[i].lo > b[j].lo ? a[i].lo : b[j].lo, hi = a[i].hi < b[j].hi ? a[i].hi : b[j].hi;
+        if (lo <= hi) in += (uint64_t)hi - lo + 1;
+        if (a[i].hi < b[j].hi) i++;
+        else j++;
+    }
+    return in == 0 ? 0 : in == total ? 1 : 2;
+}
+
+static void loop_free(gloop *L) {
+    if (!L) return;
+    free(L->cls), free(L->base), free(L->group), free(L->node);
+    free(L);
+}
+
+typedef struct {
+    uint64_t key; /* part_key(from) << 8 | byte */
+    uint32_t node;
+    gpart from;
+} gfront;
+static int cmp_front(const void *a, const void *b) {
+    const gfront *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return (x->node > y->node) - (x->node < y->node);
+}
+
+/* The loop entry of class cls: one walk of the trie down the paths that stay in cls.
+ * A byte that cannot be valid UTF-8 there (or a partial code point no code point can
+ * complete) is rejected from every state: such nodes are neither base nor frontier. */
+static gloop *loop_build(const ak_gvocab *v, const grange *cls, uint32_t n_cls, uint64_t hash) {
+    gloop *L = calloc(1, sizeof *L);
+    gpart *pp = malloc(((size_t)v->max_depth + 1) * sizeof *pp);
+    gfront *fr = NULL;
+    uint32_t n_fr = 0, cap_fr = 0;
+    if (!L || !pp || !(L->cls = malloc((n_cls ? n_cls : 1) * sizeof *cls)) ||
+        !(L->base = calloc((size_t)v->n_words, sizeof *L->base)))
+        goto fail;
+    memcpy(L->cls, cls, n_cls * sizeof *cls);
+    L->n_cls = n_cls, L->hash = hash;
+    bool asc[128];
+    for (uint32_t c = 0; c < 128; c++) asc[c] = ranges_meet(cls, n_cls, c, c);
+    pp[0] = (gpart){0, 0, 0};
+    for (uint32_t i = 1; i < v->n_nodes;) {
+        uint32_t d = v->depth[i], cp, lo, hi;
+        gpart p = pp[d - 1];
+        int r = utf8_next(&p, v->byte[i], &cp), in;
+        if (r < 0) {
+            in = -1;
+        } else if (r == 0) {
+            part_range(p, &lo, &hi);
+            in = lo > hi ? -1 : ranges_meet(cls, n_cls, lo, hi);
+        } else {
+            in = cp < 128 ? asc[cp] : ranges_meet(cls, n_cls, cp, cp);
+        }
+        if (in == 1) {
+            pp[d] = p;
+            for (uint32_t k = 0; k < v->cnt[i]; k++) {
+                int32_t t = v->sorted[v->tok[i] + k];
+                L->base[t >> 5] |= 1u << (t & 31);
+            }
+            L->n_base += (int)v->cnt[i];
+            i++;
+            continue;
+        }
+        if (in == 0) {
+            if (!grow((void **)&fr, &cap_fr, n_fr + 1, sizeof *fr)) goto fail;
+            fr[n_fr++] = (gfront){(uint64_t)part_key(pp[d - 1]) << 8 | v->byte[i], i, pp[d - 1]};
+        }
+        i = v->end[i];
+    }
+    qsort(fr, n_fr, sizeof *fr, cmp_front);
+    if (!(L->node = malloc((n_fr ? n_fr : 1) * sizeof *L->node)) || !(L->group = malloc((n_fr ? n_fr : 1) * sizeof *L->group)))
+        goto fail;
+    for (uint32_t i = 0; i < n_fr; i++) {
+        if (!i || fr[i].key != fr[i - 1].key)
+            L->group[L->n_group++] = (ggroup){fr[i].from, i, 0, (uint8_t)(fr[i].key & 0xFF)};
+        L->group[L->n_group - 1].n++;
+        L->node[i] = fr[i].node;
+    }
+    free(pp), free(fr);
+    return L;
+fail:
+    free(pp), free(fr), loop_free(L);
+    return NULL;
+}
+
+/* The slot of class cls in the vocabulary's table, built and published if new; -1 when
+ * the table is full or memory is short. Two matchers may build the same class at once:
+ * the first to publish wins, the other frees its copy. */
+static int32_t loop_get(const ak_gvocab *v, const grange *cls, uint32_t n_cls) {
+    uint64_t h = 0x100b;
+    for (uint32_t i = 0; i < n_cls; i++) h = mix64(h ^ ((uint64_t)cls[i].lo << 32 | cls[i].hi));
+    gloop *mine = NULL;
+    for (int32_t k = 0; k < G_LOOPS; k++) {
+        gloop *L = atomic_load_explicit(&v->loops[k], memory_order_acquire);
+        if (!L) {
+            if (!mine && !(mine = loop_build(v, cls, n_cls, h))) return -1;
+            gloop *expect = NULL;
+            if (atomic_compare_exchange_strong_explicit(&v->loops[k], &expect, mine, memory_order_acq_rel,
+                                                        memory_order_acquire))
+                return k;
+            L = expect; /* another matcher's, published meanwhile */
+        }
+        if (L->hash == h && L->n_cls == n_cls && !memcmp(L->cls, cls, n_cls * sizeof *cls)) {
+            loop_free(mine);
+            return k;
+        }
+    }
+    loop_free(mine);
+    return -1;
+}
+
+/* The loop class state id stays in: the class L of one of its stack tops such that
+ * every other top holds all of L or none of it (then every code point of L takes the
+ * same stacks, so leads to one state) and that state is id itself. Inside a JSON string
+ * L is the string's character class. -1: none. */
+static int32_t state_loop(ak_gmatch *m, int32_t id) {
+    if (m->st[id].loop != -2) return m->st[id].loop;
+    m->st[id].loop = -1;
+    const ak_grammar *g = m->g;
+    uint32_t tops[G_LOOP_STACKS], n_tops = 0;
+    const gstate s = m->st[id];
+    for (uint32_t i = 0; i < s.len;) {
+        uint32_t len = m->arena[s.off + i];
+        if (len) {
+            if (n_tops == G_LOOP_STACKS) return -1;
+            tops[n_tops++] = m->arena[s.off + i + len];
+        }
+        i += 1 + len;
+    }
+    for (uint32_t c = 0; c < n_tops; c++) {
+        bool seen = false;
+        for (uint32_t k = 0; k < c && !seen; k++) seen = tops[k] == tops[c];
+        if (seen) continue;
+        uint32_t n = class_norm(g, &g->el[tops[c]], &m->lr, &m->cap_lr);
+        if (n == UINT32_MAX || n == 0) continue;
+        bool ok = true;
+        for (uint32_t k = 0; k < n_tops && ok; k++) {
+            if (tops[k] == tops[c]) continue;
+            uint32_t n2 = class_norm(g, &g->el[tops[k]], &m->lr2, &m->cap_lr2);
+            ok = n2 != UINT32_MAX && ranges_rel(m->lr2, n2, m->lr, n) != 2;
+        }
+        /* a code point of L that UTF-8 can carry (not a surrogate) */
+        uint32_t c0 = UINT32_MAX;
+        for (uint32_t k = 0; k < n && c0 == UINT32_MAX && ok; k++) {
+            uint32_t lo = m->lr[k].lo >= 0xD800 && m->lr[k].lo <= 0xDFFF ? 0xE000 : m->lr[k].lo;
+            if (lo <= m->lr[k].hi) c0 = lo;
+        }
+        if (!ok || c0 == UINT32_MAX || step(m, id, c0) != id) continue;
+        return m->st[id].loop = loop_get(m->v, m->lr, n);
+    }
+    return -1;
 }
 
 /* ---- vocabulary --------------------------------------------------------------------- */
@@ -1098,6 +1352,9 @@ void ak_gvocab_free(ak_gvocab *v) {
     if (!v) return;
     free(v->bytes), free(v->boff), free(v->eog), free(v->byte), free(v->depth), free(v->end), free(v->tok), free(v->cnt);
     free(v->sorted);
+    if (v->loops)
+        for (int k = 0; k < G_LOOPS; k++) loop_free(atomic_load_explicit(&v->loops[k], memory_order_acquire));
+    free(v->loops);
     free(v);
 }
 
@@ -1171,8 +1428,10 @@ ak_status ak_gvocab_create(const ak_tokenizer *tok, int n_vocab, ak_gvocab **out
     v->boff = malloc(((size_t)nt + 1) * sizeof *v->boff);
     v->eog = calloc((size_t)nt + 1, 1);
     v->sorted = malloc(((size_t)nt + 1) * sizeof *v->sorted);
+    v->loops = malloc(G_LOOPS * sizeof *v->loops);
     ak_status st = AK_ERR_NOMEM;
-    if (!v->bytes || !v->boff || !v->eog || !v->sorted) goto nomem;
+    if (!v->bytes || !v->boff || !v->eog || !v->sorted || !v->loops) goto nomem;
+    for (int k = 0; k < G_LOOPS; k++) atomic_init(&v->loops[k], NULL);
     const int32_t *eogs;
     int ne = ak_tokenizer_eog_ids(tok, &eogs);
     for (int i = 0; i < ne && i < 16; i++)
@@ -1231,7 +1490,7 @@ void ak_gmatch_free(ak_gmatch *m) {
     if (!m) return;
     free(m->st), free(m->arena), free(m->asc), map_free(&m->intern), map_free(&m->trans);
     free(m->wk), free(m->item), free(m->res), map_free(&m->seen), free(m->order);
-    free(m->w_st), free(m->w_part), free(m->masks);
+    free(m->w_st), free(m->w_part), free(m->masks), free(m->lr), free(m->lr2);
     free(m);
 }
 
@@ -1322,13 +1581,13 @@ bool ak_gmatch_accept_token(ak_gmatch *m, int32_t id) {
     return len && ak_gmatch_accept_bytes(m, v->bytes + v->boff[id], len);
 }
 
-/* The trie walk: every node whose bytes the grammar accepts from the current state
- * marks the tokens ending there; a rejected node skips its whole subtree. */
-static int walk(ak_gmatch *m, uint32_t *mask) {
+/* The trie walk over nodes [lo, hi), their parents' states in w_st and w_part: every
+ * node whose bytes the grammar accepts marks the tokens ending there; a rejected node
+ * skips its whole subtree. */
+static int walk_range(ak_gmatch *m, uint32_t lo, uint32_t hi, uint32_t *mask) {
     const ak_gvocab *v = m->v;
     int allowed = 0;
-    m->w_st[0] = m->cur, m->w_part[0] = m->part;
-    for (uint32_t i = 1; i < v->n_nodes;) {
+    for (uint32_t i = lo; i < hi;) {
         uint32_t d = v->depth[i];
         int32_t id = m->w_st[d - 1];
         gpart p = m->w_part[d - 1];
@@ -1340,14 +1599,50 @@ static int walk(ak_gmatch *m, uint32_t *mask) {
         }
         m->w_st[d] = id, m->w_part[d] = p;
         uint32_t c = v->cnt[i];
-        if (c) {
-            for (uint32_t k = 0; k < c; k++) {
-                int32_t t = v->sorted[v->tok[i] + k];
+        for (uint32_t k = 0; k < c; k++) {
+            int32_t t = v->sorted[v->tok[i] + k];
+            mask[t >> 5] |= 1u << (t & 31);
+        }
+        allowed += (int)c;
+        i++;
+    }
+    return allowed;
+}
+
+/* A state in loop L: L's tokens at once, then the groups where bytes leave L, each
+ * stepped once from the state and, if it lives, its nodes' subtrees walked. */
+static int walk_loop(ak_gmatch *m, const gloop *L, uint32_t *mask) {
+    const ak_gvocab *v = m->v;
+    memcpy(mask, L->base, (size_t)v->n_words * sizeof *mask);
+    int allowed = L->n_base;
+    for (uint32_t gi = 0; gi < L->n_group; gi++) {
+        const ggroup *gr = &L->group[gi];
+        int32_t id = m->cur;
+        gpart p = gr->from;
+        if (!step_byte(m, &id, &p, gr->byte) || (p.need && !compatible(m, id, p))) continue;
+        for (uint32_t k = gr->first; k < gr->first + gr->n; k++) {
+            uint32_t f = L->node[k], d = v->depth[f];
+            m->w_st[d] = id, m->w_part[d] = p;
+            for (uint32_t j = 0; j < v->cnt[f]; j++) {
+                int32_t t = v->sorted[v->tok[f] + j];
                 mask[t >> 5] |= 1u << (t & 31);
             }
-            allowed += (int)c;
+            allowed += (int)v->cnt[f] + walk_range(m, f + 1, v->end[f], mask);
         }
-        i++;
+    }
+    return allowed;
+}
+
+/* The mask of the current state into a zeroed mask. */
+static int walk(ak_gmatch *m, uint32_t *mask) {
+    const ak_gvocab *v = m->v;
+    int allowed;
+    int32_t loop = m->part.need ? -1 : state_loop(m, m->cur);
+    if (loop >= 0) {
+        allowed = walk_loop(m, atomic_load_explicit(&v->loops[loop], memory_order_acquire), mask);
+    } else {
+        m->w_st[0] = m->cur, m->w_part[0] = m->part;
+        allowed = walk_range(m, 1, v->n_nodes, mask);
     }
     if (ak_gmatch_can_end(m))
         for (int k = 0; k < v->n_eog; k++) {
