@@ -319,7 +319,7 @@ static void brute_mask(const ak_grammar *g, const ak_tokenizer *tok, int n_vocab
  * mid-character ones included, spread over the sentences): the mask equals the brute
  * force, counts its bits, and equals itself from the cache and from a fresh matcher. */
 static void check_masks(const char *vname, const ak_tokenizer *tok, const ak_grammar *g, const char *gname,
-                        int max_states, uint64_t seed) {
+                        const char *const *fixed, int max_states, uint64_t seed) {
     int n_vocab = ak_tokenizer_n_vocab(tok) + 7; /* padded rows, never allowed */
     ak_gvocab *v = NULL;
     ak_err err = {{0}};
@@ -332,12 +332,11 @@ static void check_masks(const char *vname, const ak_tokenizer *tok, const ak_gra
     static char buf[4096];
     int states = 0, in_string = 0, mid_char = 0, mismatches = 0;
     uint64_t rng = seed;
-    /* json: first some chosen prefixes (inside strings, mid-character, mid-escape) */
-    static const char *fixed[] = {"{\"key\": \"val", "[\"\\u00", "{\"a\": \"caf\xc3", "[1.5e", " {\"a\": tr",
-                                  "[\"\xe4\xb8", "[\"x\", \"\xf0\x9f\x98", "{\"\\"};
-    for (int sent = 0; states < max_states && sent < 50; sent++) {
+    int n_fixed = 0;
+    while (fixed[n_fixed]) n_fixed++;
+    for (int sent = 0; states < max_states && sent < 50 + n_fixed; sent++) {
         size_t n = 0;
-        if (!strcmp(gname, "json") && sent < 8) {
+        if (sent < n_fixed) {
             n = strlen(fixed[sent]);
             memcpy(buf, fixed[sent], n);
         } else if (!ak_grammar_sample(g, &rng, 6, buf, sizeof buf, &n)) {
@@ -346,7 +345,7 @@ static void check_masks(const char *vname, const ak_tokenizer *tok, const ak_gra
         /* offsets: a few random ones per sentence, and the end */
         for (int k = 0; k < 6 && states < max_states; k++) {
             size_t at = k == 5 ? n : (size_t)(ak_rand_u32(&rng) % (n + 1));
-            if (!strcmp(gname, "json") && sent < 8 && k < 5) continue; /* a chosen prefix: its end only */
+            if (sent < n_fixed && k < 5) continue; /* a chosen prefix: its end only */
             ak_gmatch_reset(m);
             CHECK(ak_gmatch_accept_bytes(m, buf, at), "%s/%s: prefix of a sentence", vname, gname);
             int cnt = ak_gmatch_mask(m, mask);
@@ -395,10 +394,24 @@ static void check_masks(const char *vname, const ak_tokenizer *tok, const ak_gra
     ak_gvocab_free(v);
 }
 
-static const char *mask_gbnf[] = {
-    NULL, /* json_gbnf */
-    "root ::= \"\xc3\xa9\" [\xe4\xb8\x80-\xe9\xbf\xbf]* [^a-z]{0,3} (\"\xf0\x9f\x98\x80\" | \"!\" | \" \")\n",
-    "root ::= ( [a-z ]+ \"\\n\" ){1,4}\n",
+/* Grammars for the masks, each with chosen prefixes checked first. JSON's: inside
+ * strings (a key, a value, in an array, nested; right after the quote, an escape, a
+ * multi-byte character), mid-character, mid-escape. The others: loops over multi-byte
+ * classes (bytes leave them mid-character, into another live class), a class another
+ * top overlaps (no loop: its code points do not all lead to one state), loops after
+ * loops. */
+static const struct {
+    const char *text, *fixed[16];
+} mask_gbnf[] = {
+    {NULL, /* json_gbnf */
+     {"{\"key\": \"val", "[\"\\u00", "{\"a\": \"caf\xc3", "[1.5e", " {\"a\": tr", "[\"\xe4\xb8", "[\"x\", \"\xf0\x9f\x98",
+      "{\"\\", "{\"", "[\"a\\n", "{\"k\": [{\"x\": \"\\u00e9", "[\"\xc3\xa9", "{\"a\": {\"b\": \"c d", "[[\"\xe4\xb8\xad",
+      "{\"k\": \"v\", \"w\": \"\xf0\x9f\x98\x80 x"}},
+    {"root ::= \"\xc3\xa9\" [\xe4\xb8\x80-\xe9\xbf\xbf]* [^a-z]{0,3} (\"\xf0\x9f\x98\x80\" | \"!\" | \" \")\n", {NULL}},
+    {"root ::= ( [a-z ]+ \"\\n\" ){1,4}\n", {NULL}},
+    {"root ::= ( [^\\u00e0-\\u00ff\\u4e00-\\u9fff\\n]* ( \"\\n\" | [\\u00e0-\\u00e9] \"!\" ) | [\\u4e00-\\u9fff]+ \".\" ){1,3}\n",
+     {"ab", "", "x\n", "\xe4\xb8\xad", "\xe4\xb8\xad\xe6\x96\x87", "a\xc3", "\xc3\xa0!", "q \xe2\x82\xac"}},
+    {"root ::= \"<\" [^>a]* ( \"a\" [^>]* )? \">\" ( [a-z]* [a-f0-9] )*\n", {"<", "<bc", "<ba", "<bab", "<x>", "<x>q"}},
 };
 
 static void test_masks(void) {
@@ -421,9 +434,10 @@ static void test_masks(void) {
         }
         if (!tok) continue;
         for (size_t k = 0; k < sizeof mask_gbnf / sizeof *mask_gbnf; k++) {
-            ak_grammar *g = parse(mask_gbnf[k] ? mask_gbnf[k] : json_gbnf);
-            if (g) check_masks(vocabs[i].name, tok, g, k ? "own" : "json", k ? vocabs[i].states / 3 : vocabs[i].states,
-                               1000 + k);
+            ak_grammar *g = parse(mask_gbnf[k].text ? mask_gbnf[k].text : json_gbnf);
+            if (g)
+                check_masks(vocabs[i].name, tok, g, k ? "own" : "json", mask_gbnf[k].fixed,
+                            k ? vocabs[i].states / 3 + 6 : vocabs[i].states + 8, 1000 + k);
             ak_grammar_free(g);
         }
         ak_tokenizer_free(tok);
