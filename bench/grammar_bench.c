@@ -79,6 +79,11 @@ static void bench(const char *path) {
     static int32_t ids[1024];
     int n_walk = 0, n_fresh = 0, n_miss = 0;
     long allowed = 0;
+    /* the slowest steps, and where they were (the last bytes before them) */
+    enum { SLOW = 5 };
+    double slow_t[SLOW] = {0};
+    char slow_at[SLOW][24] = {{0}};
+    double t_first = 0;
     for (size_t d = 0; d < sizeof docs / sizeof *docs; d++) {
         int n = 0;
         if (ak_tokenizer_encode(tok, docs[d], strlen(docs[d]), false, false, ids, 1024, &n, &err)) continue;
@@ -91,6 +96,22 @@ static void bench(const char *path) {
             ak_gmatch_mask(m, mask);
             double e = now();
             walk[n_walk] = b - a, cached[n_walk] = e - b;
+            if (n_walk == 0) t_first = b - a;
+            int w = 0;
+            for (int k = 1; k < SLOW; k++)
+                if (slow_t[k] < slow_t[w]) w = k;
+            if (b - a > slow_t[w]) {
+                size_t len = 0, at = 0;
+                char piece[512], tail[24] = {0};
+                for (int k = 0; k < i; k++)
+                    if (!ak_tokenizer_piece(tok, ids[k], false, piece, sizeof piece, &len, NULL))
+                        for (size_t j = 0; j < len; j++, at++) {
+                            if (at >= sizeof tail - 1) memmove(tail, tail + 1, sizeof tail - 2), at = sizeof tail - 2;
+                            tail[at] = piece[j] == '\n' ? ' ' : piece[j];
+                        }
+                slow_t[w] = b - a;
+                memcpy(slow_at[w], tail, sizeof tail);
+            }
             /* a first visit: more than 4x the cached cost (cache hits are a copy) */
             if (b - a > 4 * (e - b)) miss[n_miss++] = b - a;
             n_walk++;
@@ -131,8 +152,11 @@ static void bench(const char *path) {
            pct(cached, n_walk, 0.9) * 1e6);
     printf("  first visits in the walk: %d of %d, median %.1f us, p90 %.1f us\n", n_miss, n_walk, pct(miss, n_miss, 0.5) * 1e6,
            pct(miss, n_miss, 0.9) * 1e6);
-    printf("  fresh matcher (nothing cached): %d states, median %.1f us, p90 %.1f us\n", n_fresh,
-           pct(fresh, n_fresh, 0.5) * 1e6, pct(fresh, n_fresh, 0.9) * 1e6);
+    printf("  fresh matcher (nothing cached): %d states, median %.1f us, p90 %.1f us, max %.1f us\n", n_fresh,
+           pct(fresh, n_fresh, 0.5) * 1e6, pct(fresh, n_fresh, 0.9) * 1e6, pct(fresh, n_fresh, 1.0) * 1e6);
+    printf("  the walk's first step %.1f us; its slowest steps:", t_first * 1e6);
+    for (int k = 0; k < SLOW; k++) printf(" %.0f us after \"%s\";", slow_t[k] * 1e6, slow_at[k]);
+    printf("\n");
     free(mask);
 done:
     ak_gmatch_free(m);

@@ -31,7 +31,9 @@ bool ak_grammar_sample(const ak_grammar *g, uint64_t *rng, int max_depth, char *
  * (ak_tokenizer_piece, special = false) in a trie. n_vocab is the model's logit count,
  * which may exceed the tokenizer's (padded rows: never allowed). Control tokens and
  * empty pieces are never allowed, except the end-of-generation ids, allowed exactly
- * where the grammar can end. */
+ * where the grammar can end. Matchers on several threads may share one: what it builds
+ * at their first need (per loop class, the tokens that stay in it) is published
+ * atomically and never changed after. */
 typedef struct ak_gvocab ak_gvocab;
 ak_status ak_gvocab_create(const ak_tokenizer *tok, int n_vocab, ak_gvocab **out, ak_err *err);
 void ak_gvocab_free(ak_gvocab *v);
