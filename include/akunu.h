@@ -272,11 +272,32 @@ typedef struct {
     ak_token_fn on_token;         /* optional; brings every step's logits to the host (no chain decode) */
     void *token_user;
     int n_top;                    /* alternatives on_token receives, 0..AK_MAX_TOP */
+    const char *grammar;          /* optional: GBNF (llama.cpp's format, start rule "root") the reply follows;
+                                     end of generation is allowed only where a sentence of it is complete */
+    const char *grammar_after;    /* optional: the grammar applies only after this text has been generated
+                                     (a thinking model's "</think>"); the reasoning before it is free */
 } ak_generate_params;
 #define AK_MAX_TOP 20
 
 /* n_predict -1, greedy, no stop strings. */
 AK_API ak_generate_params ak_generate_default_params(void);
+
+/* ---- Structured output: grammars for ak_generate_params.grammar ----------------------- */
+
+/* Whether GBNF text parses: AK_ERR_ARG with "line L, column C: ..." when it does not. */
+AK_API ak_status ak_grammar_check(const char *gbnf, ak_err *err);
+/* The grammar of any JSON object (OpenAI's response_format {"type": "json_object"}). */
+AK_API const char *ak_grammar_json_object(void);
+/* The grammar of the JSON texts that validate against a JSON Schema (len bytes of JSON),
+ * in *gbnf (malloc'd: free it). Properties come in the schema's order; keywords a
+ * grammar cannot keep give AK_ERR_UNSUPPORTED naming them. */
+AK_API ak_status ak_json_schema_to_grammar(const char *schema, size_t len, char **gbnf, ak_err *err);
+/* The grammar of one tool call as the model's chat family writes it (the <tool_call>
+ * block of ChatML / Qwen, Llama 3.1's {"name", "parameters"} reply), to one of the tools
+ * (a JSON array of OpenAI's tool objects) or, when name is not NULL, to that one, with
+ * the arguments following its parameters' schema. ak_chat_parse_calls reads the reply.
+ * AK_ERR_UNSUPPORTED: a family without tool calls; AK_ERR_ARG: no such tool. */
+AK_API ak_status ak_chat_tool_grammar(const ak_model *m, const char *tools, const char *name, char **gbnf, ak_err *err);
 
 typedef struct {
     int n_prompt;                 /* prompt tokens */

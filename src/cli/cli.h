@@ -24,6 +24,7 @@ typedef struct {
     ak_sampling_params sp;
     const char *stops[16];
     int n_stops;
+    const char *grammar, *grammar_file, *schema_file;   /* run: --grammar, --grammar-file, --json-schema */
 } ak_cli_opts;
 
 /* Parses common options; returns 0 on success, prints a message and returns 2 on error. */

@@ -92,6 +92,9 @@ int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage) {
             if (o->n_stops == 16) { fprintf(stderr, "akunu: at most 16 stop strings\n"); return 2; }
             o->stops[o->n_stops++] = v;
         }
+        else if (!strcmp(a, "--grammar")) { NEEDV(); o->grammar = v; }
+        else if (!strcmp(a, "--grammar-file")) { NEEDV(); o->grammar_file = v; }
+        else if (!strcmp(a, "--json-schema")) { NEEDV(); o->schema_file = v; }
         else if (!strcmp(a, "--raw")) o->raw = true;
         else if (!strcmp(a, "--no-bos")) o->no_bos = true;
         else if (!strcmp(a, "--no-special")) o->no_special = true;

@@ -1,6 +1,7 @@
 /* akunu run: prefill a prompt, then generate. With --prompt-ids the ids go in and
  * (--print-ids) come out; with -p the text is tokenized with the model's tokenizer,
- * wrapped in its chat template unless --raw, and the reply streams to stdout. */
+ * wrapped in its chat template unless --raw, and the reply streams to stdout, following a
+ * grammar when asked (--json, --json-schema, --grammar, --grammar-file). */
 #include "cli.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,9 @@ static const char *usage =
     "  --greedy | --temp T --top-k K --top-p P --min-p P --repeat-penalty R --presence-penalty P\n"
     "             --frequency-penalty F --repeat-last-n N --seed S\n"
     "  --stop STR         stop when STR appears (repeatable)\n"
+    "  --json | --json-schema FILE | --grammar GBNF | --grammar-file FILE\n"
+    "                     the reply is a JSON object / validates against the schema / follows the GBNF grammar\n"
+    "                     (llama.cpp's format); a thinking model (Qwen3) reasons freely up to </think> first\n"
     "  -c CTX  --chunk N  -t THREADS  --kv-f16|--kv-f32 (default: f16 on cuda, f32 on cpu)  --backend cpu|cuda|auto  -v\n";
 
 /* Prompt text for one user turn: the chat template when the file has one we render;
@@ -33,6 +37,54 @@ static char *prompt_text(const ak_model *m, const char *user, bool raw, bool *te
     return strdup(user);
 }
 
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { fprintf(stderr, "akunu: cannot open %s\n", path); return NULL; }
+    size_t cap = 4096, n = 0, k;
+    char *t = malloc(cap);
+    while (t && (k = fread(t + n, 1, cap - n - 1, f)) > 0) {
+        n += k;
+        if (n + 1 == cap) {
+            char *g = realloc(t, cap *= 2);
+            if (!g) { free(t); t = NULL; }
+            else t = g;
+        }
+    }
+    bool bad = ferror(f);
+    fclose(f);
+    if (!t || bad) { fprintf(stderr, "akunu: cannot read %s\n", path); free(t); return NULL; }
+    t[n] = 0;
+    return t;
+}
+
+/* The grammar the options ask for (malloc'd) in *out, NULL when none; 0 or an exit code. */
+static int grammar_of(const ak_cli_opts *o, char **out) {
+    *out = NULL;
+    int given = !!o->grammar + !!o->grammar_file + !!o->schema_file + o->json;
+    if (given > 1) { fprintf(stderr, "akunu: give one of --json, --json-schema, --grammar, --grammar-file\n"); return 2; }
+    ak_err err = {{0}};
+    char *g = NULL;
+    if (o->json) g = strdup(ak_grammar_json_object());
+    else if (o->grammar) g = strdup(o->grammar);
+    else if (o->grammar_file && !(g = read_text(o->grammar_file))) return 1;
+    else if (o->schema_file) {
+        char *schema = read_text(o->schema_file);
+        if (!schema) return 1;
+        ak_status st = ak_json_schema_to_grammar(schema, strlen(schema), &g, &err);
+        free(schema);
+        if (st) { fprintf(stderr, "akunu: %s: %s\n", o->schema_file, err.msg); return 1; }
+    }
+    if (!given) return 0;
+    if (!g) { fprintf(stderr, "akunu: out of memory\n"); return 1; }
+    if (ak_grammar_check(g, &err)) {
+        fprintf(stderr, "akunu: %s%s%s\n", o->grammar_file ? o->grammar_file : "", o->grammar_file ? ": " : "", err.msg);
+        free(g);
+        return 1;
+    }
+    *out = g;
+    return 0;
+}
+
 static int run_text(const ak_cli_opts *o, ak_model *m, ak_session *s) {
     bool templated;
     char *text = prompt_text(m, o->prompts[0], o->raw, &templated);
@@ -48,8 +100,15 @@ static int run_text(const ak_cli_opts *o, ak_model *m, ak_session *s) {
         goto done;
     }
     ak_generate_params gp = ak_cli_gen_params(o);
+    char *grammar = NULL;
+    if ((rc = grammar_of(o, &grammar))) goto done;
+    rc = 1;
+    gp.grammar = grammar;
+    const char *fam = ak_model_chat_family(m);
+    if (grammar && templated && fam && !strcmp(fam, "qwen3")) gp.grammar_after = "</think>";   /* it thinks first */
     ak_generate_result r;
     rc = ak_generate(s, ids, n, &gp, ak_cli_print_piece, NULL, &r, &err) != AK_OK;
+    free(grammar);
     printf("\n");
     if (rc) { fprintf(stderr, "akunu: %s\n", err.msg); goto done; }
     fprintf(stderr, "\n[prompt %d tokens, prefill %.1f tok/s | generated %d tokens, decode %.1f tok/s]\n", n,
@@ -98,6 +157,11 @@ int ak_cli_run(int argc, char **argv) {
     int rc = ak_cli_parse(argc, argv, &o, usage);
     if (rc) { free(o.ids); return rc; }
     if (!o.ids == !o.n_prompts) { fprintf(stderr, "akunu: give one of -p TEXT or --prompt-ids\n%s", usage); free(o.ids); return 2; }
+    if (o.ids && (o.json || o.grammar || o.grammar_file || o.schema_file)) {
+        fprintf(stderr, "akunu: a grammar needs a text prompt (-p)\n");
+        free(o.ids);
+        return 2;
+    }
     if (o.ids) o.greedy = true;   /* ids in, ids out: the on-device argmax */
     ak_model *m;
     ak_session *s;

@@ -91,12 +91,12 @@ static int top_p_cut(ak_sample_cand *c, int n, float mx, double sum, float top_p
 
 int32_t ak_sample_pick(const ak_sample_cfg *cfg, float *logits, int vocab, const int32_t *window, int n_window,
                        const uint32_t *mask, int64_t index, ak_sample_cand *c, int32_t *count) {
-    if (cfg->mode == AK_SAMPLE_ARGMAX) return argmax(logits, vocab);
+    if (cfg->mode == AK_SAMPLE_ARGMAX && !mask) return argmax(logits, vocab);
     if (window && n_window > 0) penalize(cfg, logits, vocab, window, n_window, count);
     if (mask)
         for (int i = 0; i < vocab; i++)
             if (!(mask[i >> 5] >> (i & 31) & 1)) logits[i] = -INFINITY;
-    if (cfg->mode == AK_SAMPLE_GREEDY) return argmax(logits, vocab);
+    if (cfg->mode != AK_SAMPLE_DRAW) return argmax(logits, vocab);
     /* Candidates: the top k, and of those the ids within 40 nats (scaled by the
      * temperature when it is above 1) of the best; the rest carry less than 1e-12 of the
      * probability in float. */

@@ -92,7 +92,8 @@ static inline AK_HD bool ak_sample_before(float la, int32_t ia, float lb, int32_
 
 /* The reference: the id chosen at position index from logits[0..vocab) (changed in
  * place by penalties and the mask), window[0..n_window) the recent ids, mask NULL or
- * the allowed bits. cands: vocab entries of scratch; count: vocab zeros, left zero. */
+ * the allowed bits (ARGMAX with a mask is GREEDY). cands: vocab entries of scratch;
+ * count: vocab zeros, left zero. */
 int32_t ak_sample_pick(const ak_sample_cfg *c, float *logits, int vocab, const int32_t *window, int n_window,
                        const uint32_t *mask, int64_t index, ak_sample_cand *cands, int32_t *count);
 

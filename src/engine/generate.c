@@ -10,6 +10,7 @@
 #include <time.h>
 #include "core/err.h"
 #include "engine/generate.h"
+#include "engine/grammar.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
 #include "model/model.h"
@@ -166,20 +167,107 @@ static ak_status decode_chain(ak_session *s, gen *g, int32_t tok, int limit, ak_
     return AK_OK;
 }
 
-/* With on_token, or settings only the host sampler takes (top-k off or above
- * AK_SAMPLE_MAX_K, a long penalty window): the decode table's logits come back to the
- * host each token.
- * raw keeps the row on_token reports, before the sampler's penalties change it. */
-static ak_status decode_sampled(ak_session *s, gen *g, ak_sampler *smp, float *logits, float *raw, int32_t tok,
-                                int limit, ak_err *err) {
-    int vocab = ak_model_vocab(ak_session_model(s));
+/* A grammar the reply follows (engine/grammar.h): its matcher, the mask of the next
+ * token, and for a deferred grammar the text that starts it and the recent text that
+ * has not started it yet. */
+typedef struct {
+    ak_grammar *g;
+    ak_gmatch *m;
+    uint32_t *mask;
+    const char *after;     /* NULL once active */
+    char *tail;            /* the last bytes generated before it starts */
+    size_t tail_len, tail_cap;
+} gram;
+
+static void gram_free(gram *r) {
+    ak_gmatch_free(r->m);
+    ak_grammar_free(r->g);
+    free(r->mask);
+    free(r->tail);
+}
+
+static ak_status gram_open(gram *r, ak_session *s, const char *text, const char *after, ak_err *err) {
+    ak_status st = ak_grammar_parse(text, strlen(text), NULL, &r->g, err);
+    if (st) {   /* the caller's grammar is bad */
+        char msg[sizeof err->msg];
+        memcpy(msg, err->msg, sizeof msg);
+        return ak_fail(err, AK_ERR_ARG, "grammar: %s", msg);
+    }
+    const ak_gvocab *v;
+    if ((st = ak_session_gvocab(s, &v, err)) || (st = ak_gmatch_create(r->g, v, &r->m, err))) return st;
+    const ak_model *m = ak_session_model(s);
+    r->mask = malloc(((size_t)ak_model_vocab(m) + 31) / 32 * 4);
+    if (after && *after) {
+        r->after = after;
+        r->tail_cap = strlen(after) + ak_tokenizer_max_piece(m->tok) + 8;
+        r->tail = malloc(r->tail_cap);
+    }
+    if (!r->mask || (r->after && !r->tail)) return ak_fail(err, AK_ERR_NOMEM, "grammar: out of memory");
+    return AK_OK;
+}
+
+/* The mask for the next token (NULL while the grammar waits for its start); false at a
+ * dead end: the sentence is complete and the model has no end-of-generation id. */
+static bool gram_mask(gram *r, const uint32_t **mask) {
+    *mask = NULL;
+    if (!r->g || r->after) return true;
+    *mask = r->mask;
+    return ak_gmatch_mask(r->m, r->mask) > 0;
+}
+
+/* The matcher follows a generated token; a deferred grammar starts once its text has
+ * appeared (the bytes after it, in the same token, are the grammar's first). */
+static ak_status gram_take(gram *r, const ak_tokenizer *tok, int32_t id, ak_err *err) {
+    if (!r->g) return AK_OK;
+    if (!r->after) {
+        if (!ak_gmatch_accept_token(r->m, id)) return ak_fail(err, AK_ERR_BACKEND, "grammar: token %d was chosen outside the mask", id);
+        return AK_OK;
+    }
+    size_t n = 0, k = strlen(r->after);
+    char piece[512];
+    if (ak_tokenizer_piece(tok, id, true, piece, sizeof piece, &n, NULL) || n > sizeof piece) n = 0;
+    if (r->tail_len + n > r->tail_cap) {   /* keep what could still hold the start text */
+        size_t keep = k - 1 < r->tail_len ? k - 1 : r->tail_len;
+        memmove(r->tail, r->tail + r->tail_len - keep, keep);
+        r->tail_len = keep;
+    }
+    if (r->tail_len + n > r->tail_cap) n = r->tail_cap - r->tail_len;
+    memcpy(r->tail + r->tail_len, piece, n);
+    r->tail_len += n;
+    for (size_t i = 0; i + k <= r->tail_len; i++)
+        if (!memcmp(r->tail + i, r->after, k)) {
+            r->after = NULL;
+            const char *rest = r->tail + i + k;
+            size_t rn = r->tail_len - i - k;
+            if (rn && !ak_gmatch_accept_bytes(r->m, rest, rn))
+                ak_gmatch_reset(r->m);   /* bytes the grammar cannot start with: it starts at the next token */
+            break;
+        }
+    return AK_OK;
+}
+
+/* A token at a time, when a grammar's mask changes each step, with on_token, or with
+ * settings only the host sampler takes (top-k off or above AK_SAMPLE_MAX_K, a long
+ * penalty window). smp NULL: the table picks (under the mask it is given); otherwise the
+ * decode table's logits come back to the host sampler, and raw keeps the row on_token
+ * reports, before the penalties and the mask change it. */
+static ak_status decode_steps(ak_session *s, gen *g, gram *gr, ak_sampler *smp, float *logits, float *raw, int32_t tok,
+                              int limit, ak_err *err) {
+    const ak_model *m = ak_session_model(s);
+    int vocab = ak_model_vocab(m);
     while (g->n_gen < limit) {
+        const uint32_t *mask;
+        if (!gram_mask(gr, &mask)) { g->out.stop = AK_STOP_EOG; break; }
         int32_t next;
-        ak_status st = ak_decode(s, tok, &next, logits, err);
-        if (st) return st;
-        if (raw) memcpy(raw, logits, (size_t)vocab * sizeof *raw);
-        tok = ak_sampler_sample(smp, logits, ak_session_pos(s));
-        ak_sampler_accept(smp, tok);
+        ak_status st = smp || !gr->g ? AK_OK : ak_session_set_mask(s, mask, err);
+        if (st || (st = ak_decode(s, tok, &next, smp ? logits : NULL, err))) return st;
+        if (smp) {
+            if (raw) memcpy(raw, logits, (size_t)vocab * sizeof *raw);
+            next = ak_sampler_sample(smp, logits, ak_session_pos(s), mask);
+            ak_sampler_accept(smp, next);
+        }
+        tok = next;
+        if ((st = gram_take(gr, m->tok, tok, err))) return st;
         if (!take(g, tok, raw, vocab)) break;
     }
     return AK_OK;
@@ -224,16 +312,25 @@ ak_status ak_generate(ak_session *s, const int32_t *prompt, int n, const ak_gene
     ak_status st = ak_sampling_check(&sp, err);
     if (st) return st;
     ak_sample_cfg cfg = ak_sampler_cfg(&sp);
-    bool chain = !p.on_token && table_samples(&cfg, vocab);
+    bool table = !p.on_token && table_samples(&cfg, vocab) && (!p.grammar || vocab <= AK_SAMPLE_MAX_VOCAB);
     ak_sampler *smp = NULL;
-    if ((st = chain ? ak_session_set_sample(s, &cfg, err) : ak_sampler_create(&sp, (int)vocab, &smp, err))) return st;
+    if ((st = table ? ak_session_set_sample(s, &cfg, err) : ak_sampler_create(&sp, (int)vocab, &smp, err))) return st;
     gen g = {.p = &p};
-    float *logits = chain ? NULL : malloc((p.on_token ? 2 : 1) * vocab * sizeof *logits);
+    gram gr;
+    memset(&gr, 0, sizeof gr);
+    const uint32_t *mask = NULL;
+    float *logits = table ? NULL : malloc((p.on_token ? 2 : 1) * vocab * sizeof *logits);
     float *raw = p.on_token && logits ? logits + vocab : NULL;
-    if (!chain && !logits) {
+    if (!table && !logits) {
         st = ak_fail(err, AK_ERR_NOMEM, "generate: out of memory");
         goto done;
     }
+    if (p.grammar && (st = gram_open(&gr, s, p.grammar, p.grammar_after, err))) goto done;
+    if (!gram_mask(&gr, &mask)) {
+        st = ak_fail(err, AK_ERR_ARG, "grammar: it allows no token at the start");
+        goto done;
+    }
+    if (table && gr.g && (st = ak_session_set_mask(s, mask, err))) goto done;
     if ((st = ak_textout_open(&g.out, m->tok, p.special, p.stop, p.n_stop, on_piece, user, err))) goto done;
 
     /* keep the longest cached prefix; at least one token is prefilled for its logits */
@@ -255,11 +352,12 @@ ak_status ak_generate(ak_session *s, const int32_t *prompt, int n, const ak_gene
         if (smp) {
             for (int i = 0; i < n; i++) ak_sampler_accept(smp, prompt[i]);
             if (raw) memcpy(raw, logits, vocab * sizeof *raw);
-            tok = ak_sampler_sample(smp, logits, ak_session_pos(s));
+            tok = ak_sampler_sample(smp, logits, ak_session_pos(s), mask);
             ak_sampler_accept(smp, tok);
         }
+        if ((st = gram_take(&gr, m->tok, tok, err))) goto done;
         if (take(&g, tok, raw, (int)vocab))
-            st = smp ? decode_sampled(s, &g, smp, logits, raw, tok, limit, err) : decode_chain(s, &g, tok, limit, err);
+            st = smp || gr.g ? decode_steps(s, &g, &gr, smp, logits, raw, tok, limit, err) : decode_chain(s, &g, tok, limit, err);
         if (!st) ak_textout_finish(&g.out);
     }
     if (g.out.stop == AK_STOP_NONE)
@@ -269,11 +367,13 @@ ak_status ak_generate(ak_session *s, const int32_t *prompt, int n, const ak_gene
     r.stop = g.out.stop;
     if (result) *result = r;
 done:
-    if (chain) {   /* ak_decode and ak_chain_decode pick greedily again */
+    if (table) {   /* ak_decode and ak_chain_decode pick greedily again, from every id */
         ak_err e2;
-        ak_status st2 = ak_session_set_sample(s, NULL, &e2);
+        ak_status st2 = ak_session_set_mask(s, NULL, &e2);
+        if (!st2) st2 = ak_session_set_sample(s, NULL, &e2);
         if (st2 && !st) st = st2, *err = e2;
     }
+    gram_free(&gr);
     free(logits);
     ak_textout_close(&g.out);
     ak_sampler_free(smp);

@@ -92,8 +92,8 @@ void ak_sampler_accept(ak_sampler *s, int32_t tok) {
     if (s->n_hist < s->p.penalty_last_n) s->n_hist++;
 }
 
-int32_t ak_sampler_sample(ak_sampler *s, float *logits, int64_t index) {
-    return ak_sample_pick(&s->cfg, logits, s->vocab, s->history, s->n_hist, NULL, index, s->cands, s->count);
+int32_t ak_sampler_sample(ak_sampler *s, float *logits, int64_t index, const uint32_t *mask) {
+    return ak_sample_pick(&s->cfg, logits, s->vocab, s->history, s->n_hist, mask, index, s->cands, s->count);
 }
 
 bool ak_stop_scan(const char *text, size_t n, const char *const *stops, int n_stops, size_t *cut, size_t *hold) {

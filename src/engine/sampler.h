@@ -23,12 +23,12 @@ ak_sample_cfg ak_sampler_cfg(const ak_sampling_params *p);
 /* Forget the accepted tokens (the draws depend only on the seed and the position). */
 void ak_sampler_reset(ak_sampler *s);
 
-/* Pick the token at position index (its place in the context) from vocab logits. The
- * penalties are applied to logits in place; the filters order as llama.cpp's default
- * chain: penalties, top-k, top-p, min-p (on probabilities at temperature 1), then
- * temperature and the draw, keyed by (seed, index). Allocates nothing. Call
- * ak_sampler_accept with the token that is actually used. */
-int32_t ak_sampler_sample(ak_sampler *s, float *logits, int64_t index);
+/* Pick the token at position index (its place in the context) from vocab logits, among
+ * the ids mask allows (NULL: all). The penalties and the mask are applied to logits in
+ * place; the filters order as llama.cpp's default chain: penalties, top-k, top-p, min-p
+ * (on probabilities at temperature 1), then temperature and the draw, keyed by (seed,
+ * index). Allocates nothing. Call ak_sampler_accept with the token that is actually used. */
+int32_t ak_sampler_sample(ak_sampler *s, float *logits, int64_t index, const uint32_t *mask);
 void ak_sampler_accept(ak_sampler *s, int32_t tok);
 
 /* Stop strings over the text generated so far (text[0..n)). Returns true when one

@@ -5,6 +5,7 @@
 #include "engine/build.h"
 #include "core/err.h"
 #include "core/sample.h"
+#include "engine/grammar.h"
 #include "engine/session.h"
 #include "model/model.h"
 #include <math.h>
@@ -21,6 +22,7 @@ struct ak_session {
     int pos;
     int32_t *ids;          /* [n_ctx] the ids in the KV cache, [0, pos) */
     ak_sample_cfg sample;  /* what the sample buffer holds */
+    ak_gvocab *gvocab;     /* the vocabulary's trie for grammars, built at the first one */
 };
 
 ak_session_params ak_session_default_params(void) {
@@ -108,6 +110,7 @@ void ak_session_free(ak_session *s) {
     }
     ak_table_free(&s->decode);
     ak_table_free(&s->prefill);
+    ak_gvocab_free(s->gvocab);
     free(s->ids);
     free(s);
 }
@@ -236,6 +239,16 @@ ak_status ak_session_set_mask(ak_session *s, const uint32_t *mask, ak_err *err) 
     if (v.masked && v.mode == AK_SAMPLE_ARGMAX) v.mode = AK_SAMPLE_GREEDY;
     if ((st = s->be->buf_write(s->be, s->bufs[AK_BUF_SAMPLE], 0, &v, sizeof v, err))) return st;
     s->sample = v;
+    return AK_OK;
+}
+
+ak_status ak_session_gvocab(ak_session *s, const ak_gvocab **out, ak_err *err) {
+    if (!s->gvocab) {
+        if (!s->m->tok) return ak_fail(err, AK_ERR_UNSUPPORTED, "grammar: the model has no tokenizer");
+        ak_status st = ak_gvocab_create(s->m->tok, s->m->cfg.vocab, &s->gvocab, err);
+        if (st) return st;
+    }
+    *out = s->gvocab;
     return AK_OK;
 }
 

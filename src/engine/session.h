@@ -12,6 +12,9 @@ ak_status ak_session_create_ex(ak_model *m, const ak_session_params *p, bool unf
 ak_status ak_session_set_sample(ak_session *s, const ak_sample_cfg *c, ak_err *err);
 /* The allowed ids from now on (ceil(vocab / 32) words), or NULL for all. */
 ak_status ak_session_set_mask(ak_session *s, const uint32_t *mask, ak_err *err);
+/* The model's vocabulary as grammars see it, built at the first call and kept. */
+typedef struct ak_gvocab ak_gvocab;
+ak_status ak_session_gvocab(ak_session *s, const ak_gvocab **out, ak_err *err);
 /* The model a session runs. */
 const ak_model *ak_session_model(const ak_session *s);
 

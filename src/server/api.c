@@ -223,6 +223,54 @@ static bool tokenize(ak_srv *s, ak_job *j, const char *text, bool add_special, b
     return true;
 }
 
+/* A thinking model (Qwen3) reasons before it answers: the grammar starts after that. */
+static void thinking(ak_srv *s, ak_job *j) {
+    const char *fam = ak_model_chat_family(s->m);
+    j->gp.grammar = j->grammar;
+    if (j->grammar && fam && !strcmp(fam, "qwen3")) j->gp.grammar_after = "</think>";
+}
+
+/* response_format: text, json_object, or json_schema ({"name", "schema", "strict"}) into
+ * the job's grammar. */
+static bool grammar_of(ak_srv *s, const cJSON *rf, ak_job *j, ak_reply *r) {
+    (void)s;
+    if (!rf || cJSON_IsNull(rf)) return true;
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
+    if (!cJSON_IsObject(rf) || !cJSON_IsString(type)) {
+        BAD(r, "'response_format' must be an object with a string 'type'");
+        return false;
+    }
+    const char *t = type->valuestring;
+    if (!strcmp(t, "text")) return true;
+    if (!strcmp(t, "json_object")) {
+        if (!(j->grammar = strdup(ak_grammar_json_object()))) ak_api_error(r, 500, "server_error", NULL, "out of memory");
+        return j->grammar != NULL;
+    }
+    if (strcmp(t, "json_schema")) {
+        BAD(r, "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\", not \"%s\"", t);
+        return false;
+    }
+    const cJSON *js = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
+    const cJSON *schema = cJSON_GetObjectItemCaseSensitive(js, "schema");
+    if (!cJSON_IsObject(js) || !(cJSON_IsObject(schema) || cJSON_IsBool(schema))) {
+        BAD(r, "'response_format.json_schema' must be an object with a 'schema'");
+        return false;
+    }
+    char *text = cJSON_PrintUnformatted(schema);
+    if (!text) {
+        ak_api_error(r, 500, "server_error", NULL, "out of memory");
+        return false;
+    }
+    ak_err err = {{0}};
+    ak_status st = ak_json_schema_to_grammar(text, strlen(text), &j->grammar, &err);
+    free(text);
+    if (st) {
+        BAD(r, "'response_format.json_schema.schema': %s", err.msg);
+        return false;
+    }
+    return true;
+}
+
 /* messages (and tools) through the chat template into prompt ids */
 static bool chat_prompt(ak_srv *s, const cJSON *o, ak_job *j, ak_reply *r) {
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(o, "messages");
@@ -236,22 +284,27 @@ static bool chat_prompt(ak_srv *s, const cJSON *o, ak_job *j, ak_reply *r) {
         BAD(r, "'tools' must be a list");
         return false;
     }
-    bool use_tools = tools && cJSON_GetArraySize(tools) > 0;
+    bool use_tools = tools && cJSON_GetArraySize(tools) > 0, force = false;
+    const char *forced = NULL;   /* the one function tool_choice names */
     if (choice && !cJSON_IsNull(choice)) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(choice, "function"), "name");
         if (cJSON_IsString(choice) && !strcmp(choice->valuestring, "none")) use_tools = false;
+        else if (cJSON_IsString(choice) && !strcmp(choice->valuestring, "required")) force = true;
+        else if (cJSON_IsObject(choice) && cJSON_IsString(fn)) force = true, forced = fn->valuestring;
         else if (!cJSON_IsString(choice) || strcmp(choice->valuestring, "auto")) {
-            BAD(r, "'tool_choice' may be \"auto\" or \"none\": forcing a call needs grammar-constrained decoding, not supported yet");
+            BAD(r, "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+            return false;
+        }
+        if (force && !use_tools) {
+            BAD(r, "'tool_choice' asks for a tool call, but 'tools' lists none");
             return false;
         }
     }
     const cJSON *rf = cJSON_GetObjectItemCaseSensitive(o, "response_format");
-    if (rf && !cJSON_IsNull(rf)) {
-        const cJSON *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
-        if (!cJSON_IsString(type) || strcmp(type->valuestring, "text")) {
-            BAD(r, "'response_format' %s is not supported yet (it needs grammar-constrained decoding)",
-                cJSON_IsString(type) ? type->valuestring : "of this form");
-            return false;
-        }
+    if (!grammar_of(s, rf, j, r)) return false;
+    if (force && j->grammar) {
+        BAD(r, "'response_format' and a forced tool call cannot both shape the reply");
+        return false;
     }
     ak_chat_message *m = calloc((size_t)n, sizeof *m);
     ak_buf *texts = calloc((size_t)n, sizeof *texts);
@@ -259,6 +312,13 @@ static bool chat_prompt(ak_srv *s, const cJSON *o, ak_job *j, ak_reply *r) {
     char *tools_text = use_tools ? cJSON_PrintUnformatted(tools) : NULL;
     bool ok = m && texts && calls && (!use_tools || tools_text);
     if (!ok) ak_api_error(r, 500, "server_error", NULL, "out of memory");
+    ak_err gerr = {{0}};
+    ak_status gst = ok && force ? ak_chat_tool_grammar(s->m, tools_text, forced, &j->grammar, &gerr) : AK_OK;
+    if (gst) {
+        BAD(r, "'tool_choice': %s", gerr.msg);
+        ok = false;
+    }
+    thinking(s, j);
     int i = 0;
     const cJSON *msg;
     cJSON_ArrayForEach(msg, msgs) {

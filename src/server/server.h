@@ -52,6 +52,7 @@ struct ak_job {
     int n_prompt;
     ak_generate_params gp;
     char **stops;             /* owned copies of the stop strings (gp.stop points here) */
+    char *grammar;            /* owned: response_format's or a forced tool call's (gp.grammar points here) */
     bool stream, include_usage, logprobs, tools;
     char *id, *model;         /* "chatcmpl-..." and the model name echoed */
     int64_t created;

@@ -59,6 +59,7 @@ void ak_job_release(ak_job *j) {
     free(j->prompt);
     for (int i = 0; j->stops && i < j->gp.n_stop; i++) free(j->stops[i]);
     free(j->stops);
+    free(j->grammar);
     for (int i = 0; j->seqs && i < j->n_seq; i++) free(j->seqs[i]);
     free(j->seqs);
     free(j->lens);

@@ -29,6 +29,24 @@ check "logits --decode writes the same size" '[ $(stat -c %s "$tmp/c.f32") -eq $
 check "bench -d names its tests like llama-bench" 'grep -q "\"test\": \"pp8 @ d20\"" "$tmp/bench.json" && grep -q "\"test\": \"tg4 @ d20\"" "$tmp/bench.json"'
 check "bench --json names the KV cache type" '[ $(grep -c "\"kv\": \"f32\"" "$tmp/bench.json") -eq 2 ]'
 
+"$bin" bench -m "$fx/llama/llama-f32.gguf" -p 0 -n 4 -r 1 -t 1 --sample --json > "$tmp/bench.json" 2>"$tmp/e"
+check "bench --sample adds a sampled tg row" 'grep -q "\"test\": \"tg4\"" "$tmp/bench.json" && grep -q "\"test\": \"tg4 sampled\"" "$tmp/bench.json"'
+
+# grammars: the reply of a random-weight model follows them; bad ones are refused with where
+out=$("$bin" run -m "$fx/llama/llama-f32.gguf" -p "Hi" --raw -n 64 --temp 1 --seed 5 --grammar 'root ::= "yes" | "no" | [0-9]{2,3}' 2>"$tmp/e")
+check "run --grammar: the reply is a sentence of it ($out)" '[[ "$out" =~ ^(yes|no|[0-9]{2,3})$ ]]'
+echo '{"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 9}}, "required": ["n"], "additionalProperties": false}' > "$tmp/s.json"
+out=$("$bin" run -m "$fx/llama/llama-f32.gguf" -p "Hi" --raw -n 64 --temp 1 --seed 5 --json-schema "$tmp/s.json" 2>"$tmp/e" | tr -d ' \n\t')
+check "run --json-schema: the reply validates ($out)" '[[ "$out" =~ ^\{\"n\":[1-9]\}$ ]]'
+printf 'root ::= "a" | bad\nbad ::= [z-a]\n' > "$tmp/g.gbnf"
+"$bin" run -m "$fx/llama/llama-f32.gguf" -p "Hi" -n 4 --grammar-file "$tmp/g.gbnf" >/dev/null 2>"$tmp/e"; rc=$?
+check "run --grammar-file with a reversed range fails with its line (rc=$rc): $(cat "$tmp/e")" '[ $rc -ne 0 ] && grep -q "line 2" "$tmp/e"'
+echo '{"type": "object", "not": {}}' > "$tmp/bad.json"
+"$bin" run -m "$fx/llama/llama-f32.gguf" -p "Hi" -n 4 --json-schema "$tmp/bad.json" >/dev/null 2>"$tmp/e"; rc=$?
+check "run --json-schema with 'not' is refused (rc=$rc)" '[ $rc -ne 0 ] && grep -q "not" "$tmp/e"'
+"$bin" run -m "$fx/llama/llama-f32.gguf" -p "Hi" -n 4 --json --grammar 'root ::= "a"' >/dev/null 2>"$tmp/e"; rc=$?
+check "run --json with --grammar is refused (rc=$rc)" '[ $rc -eq 2 ]'
+
 "$bin" bench -m "$fx/bert/bert-f16.gguf" -t 1 --bandwidth >"$tmp/o" 2>"$tmp/e"; rc=$?
 check "bench --bandwidth on an encoder (rc=$rc)" '[ $rc -eq 0 ] && grep -q "read bandwidth" "$tmp/o"'
 

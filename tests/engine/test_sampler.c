@@ -34,7 +34,7 @@ static void check_dist(const char *what, ak_sampler *s, const double *want) {
     float l[V];
     for (int d = 0; d < DRAWS; d++) {
         memcpy(l, base_logits, sizeof l);
-        int32_t t = ak_sampler_sample(s, l, d);
+        int32_t t = ak_sampler_sample(s, l, d, NULL);
         if (t >= 0 && t < V) count[t]++;
     }
     double chi = 0;
@@ -68,15 +68,15 @@ static void test_greedy(void) {
         ak_sampling_params k1 = plain(1.0f, 1);
         k1.top_k = 1;
         ak_sampler *k = make(k1, 1000);
-        CHECK(ak_sampler_sample(g, l, 0) == best, "greedy = argmax");
-        CHECK(ak_sampler_sample(k, l, 0) == best, "top_k 1 = argmax");
+        CHECK(ak_sampler_sample(g, l, 0, NULL) == best, "greedy = argmax");
+        CHECK(ak_sampler_sample(k, l, 0, NULL) == best, "top_k 1 = argmax");
         ak_sampler_free(g);
         ak_sampler_free(k);
     }
     /* ties: the first index */
     float t[5] = {0, 3, 1, 3, 3};
     ak_sampler *g = make(plain(-1, 0), 5);
-    CHECK(ak_sampler_sample(g, t, 0) == 1, "greedy tie");
+    CHECK(ak_sampler_sample(g, t, 0, NULL) == 1, "greedy tie");
     ak_sampler_free(g);
 }
 
@@ -158,9 +158,9 @@ static void test_seeds(void) {
     ak_sampler *s3 = make(p, 512);
     int same = 1, diff = 0;
     for (int i = 0; i < 64; i++) {
-        memcpy(l, base, sizeof l), a[i] = ak_sampler_sample(s1, l, i);
-        memcpy(l, base, sizeof l), b[i] = ak_sampler_sample(s2, l, i);
-        memcpy(l, base, sizeof l), c[i] = ak_sampler_sample(s3, l, i);
+        memcpy(l, base, sizeof l), a[i] = ak_sampler_sample(s1, l, i, NULL);
+        memcpy(l, base, sizeof l), b[i] = ak_sampler_sample(s2, l, i, NULL);
+        memcpy(l, base, sizeof l), c[i] = ak_sampler_sample(s3, l, i, NULL);
         same &= a[i] == b[i];
         diff += a[i] != c[i];
     }
@@ -169,7 +169,7 @@ static void test_seeds(void) {
     /* the draw depends on (seed, position) alone */
     ak_sampler_reset(s1);
     same = 1;
-    for (int i = 0; i < 64; i++) memcpy(l, base, sizeof l), same &= ak_sampler_sample(s1, l, i) == a[i];
+    for (int i = 0; i < 64; i++) memcpy(l, base, sizeof l), same &= ak_sampler_sample(s1, l, i, NULL) == a[i];
     CHECK(same, "the same positions replay the sequence");
     ak_sampler_free(s1);
     ak_sampler_free(s2);
@@ -186,18 +186,18 @@ static void test_penalty(void) {
     ak_sampler_accept(s, 0);
     ak_sampler_accept(s, 2);
     ak_sampler_accept(s, 0);
-    CHECK(ak_sampler_sample(s, l, 0) == 1, "penalty moves greedy from 0 to 1");
+    CHECK(ak_sampler_sample(s, l, 0, NULL) == 1, "penalty moves greedy from 0 to 1");
     CHECK(l[0] == 2.0f && l[2] == -2.0f && l[1] == 3.5f && l[3] == 2.0f, "penalised logits %g %g", l[0], l[2]);
     /* the window is 3: after three more tokens, 0 and 2 are forgotten */
     ak_sampler_accept(s, 3);
     ak_sampler_accept(s, 4);
     ak_sampler_accept(s, 5);
     float m[6] = {4, 3.5f, -1, 2, 0.5f, -3};
-    CHECK(ak_sampler_sample(s, m, 0) == 0 && m[0] == 4.0f && m[3] == 1.0f && m[4] == 0.25f && m[5] == -6.0f,
+    CHECK(ak_sampler_sample(s, m, 0, NULL) == 0 && m[0] == 4.0f && m[3] == 1.0f && m[4] == 0.25f && m[5] == -6.0f,
           "window slides: %g %g %g %g", m[0], m[3], m[4], m[5]);
     ak_sampler_reset(s);
     float r[6] = {4, 3.5f, -1, 2, 0.5f, -3};
-    CHECK(ak_sampler_sample(s, r, 0) == 0 && r[3] == 2.0f, "reset clears the history");
+    CHECK(ak_sampler_sample(s, r, 0, NULL) == 0 && r[3] == 2.0f, "reset clears the history");
     ak_sampler_free(s);
     /* invalid parameters */
     ak_sampler *bad = NULL;
@@ -214,7 +214,7 @@ static void test_penalty(void) {
     s = make(z, 6);
     float q[6] = {4, 3.5f, -1, 2, 0.5f, -3};
     ak_sampler_accept(s, 0);
-    CHECK(ak_sampler_sample(s, q, 0) == 0 && q[0] == 4.0f, "zeroed parameters: greedy, no penalty");
+    CHECK(ak_sampler_sample(s, q, 0, NULL) == 0 && q[0] == 4.0f, "zeroed parameters: greedy, no penalty");
     ak_sampler_free(s);
 }
 
@@ -230,7 +230,7 @@ static void test_presence_frequency(void) {
     ak_sampler_accept(s, 2);
     ak_sampler_accept(s, 0);
     float l[6] = {4, 3.5f, -1, 2, 0.5f, -3};
-    CHECK(ak_sampler_sample(s, l, 0) == 1, "penalties move greedy from 0 to 1");
+    CHECK(ak_sampler_sample(s, l, 0, NULL) == 1, "penalties move greedy from 0 to 1");
     CHECK(l[0] == 3.0f && l[2] == -1.75f && l[1] == 3.5f && l[5] == -3.0f, "presence/frequency: %g %g %g %g", l[0],
           l[2], l[1], l[5]);
     ak_sampler_free(s);
@@ -239,7 +239,7 @@ static void test_presence_frequency(void) {
     ak_sampler_accept(s, 0);
     ak_sampler_accept(s, 0);
     float m[6] = {4, 3.5f, -1, 2, 0.5f, -3};
-    ak_sampler_sample(s, m, 0);
+    ak_sampler_sample(s, m, 0, NULL);
     CHECK(m[0] == 1.0f, "repetition then presence and frequency: 4 / 2 - 2 * 0.25 - 0.5 = 1, got %g", m[0]);
     /* negative penalties encourage repeats */
     ak_sampler_free(s);
@@ -249,7 +249,7 @@ static void test_presence_frequency(void) {
     s = make(p, 6);
     ak_sampler_accept(s, 3);
     float r[6] = {4, 3.5f, -1, 2, 0.5f, -3};
-    CHECK(ak_sampler_sample(s, r, 0) == 0 && r[3] == 4.0f, "negative presence: %g", r[3]);
+    CHECK(ak_sampler_sample(s, r, 0, NULL) == 0 && r[3] == 4.0f, "negative presence: %g", r[3]);
     ak_sampler_free(s);
 }
 

@@ -186,13 +186,20 @@ def batch_fields(c, port):
         ("stream_options.include_usage \"y\"", {"stream": True, "stream_options": {"include_usage": "y"}}),
         ("tools not a list", {"tools": "get_weather"}),
         ("tools an object", {"tools": {"type": "function"}}),
-        ("tool_choice \"required\"", {"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
-                                      "tool_choice": "required"}),
-        ("tool_choice a function", {"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
-                                    "tool_choice": {"type": "function", "function": {"name": "f"}}}),
+        ("tool_choice \"required\" without tools", {"tool_choice": "required"}),
+        ("tool_choice a function not listed", {"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+                                               "tool_choice": {"type": "function", "function": {"name": "g"}}}),
+        ("tool_choice \"always\"", {"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+                                    "tool_choice": "always"}),
         ("tool_choice 5", {"tool_choice": 5}),
-        ("response_format json_object", {"response_format": {"type": "json_object"}}),
-        ("response_format json_schema", {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}}),
+        ("tool_choice and response_format together", {"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+                                                      "tool_choice": "required", "response_format": {"type": "json_object"}}),
+        ("response_format json_schema without a schema", {"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}),
+        ("response_format a schema with 'not'", {"response_format": {"type": "json_schema", "json_schema": {
+            "name": "x", "schema": {"not": {"type": "string"}}}}}),
+        ("response_format a $ref to nowhere", {"response_format": {"type": "json_schema", "json_schema": {
+            "name": "x", "schema": {"$ref": "#/$defs/none"}}}}),
+        ("response_format type xml", {"response_format": {"type": "xml"}}),
         ("response_format a string", {"response_format": "json"}),
     ]
     for name, extra in bad_params:
@@ -215,6 +222,11 @@ def batch_fields(c, port):
                     n=1, stop=["\n\n"], logprobs=True, top_logprobs=2, stream=False, max_completion_tokens=3,
                     tool_choice="none", response_format={"type": "text"}), 200)
     c.check("the valid request has logprobs", isinstance(j, dict) and j["choices"][0]["logprobs"] is not None, str(j)[:200])
+    for name, extra in [("response_format json_object", {"response_format": {"type": "json_object"}}),
+                        ("response_format json_schema {}", {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}}),
+                        ("tool_choice required", {"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+                                                  "tool_choice": "required"})]:
+        expect(c, port, f"{CHAT}: {name}", CHAT, chat(max_tokens=4, **extra), 200)
 
 
 # ---- batch 3: the context, endpoints, methods, headers -----------------------------------

@@ -7,7 +7,8 @@ Qwen2.5-Coder-0.5B-Instruct (the default model, whose template has tools): model
 greedy chat answer equal to `akunu run --greedy` for the same message; streaming that
 adds up to the same text with usage at the end; completions, streamed and not; stop
 sequences; seeds that reproduce; n=2 refused; logprobs; a tool call round trip (call,
-result, answer), streamed too; the cached prefix reported on a second turn.
+result, answer), streamed too; the cached prefix reported on a second turn; response_format
+(json_object, json_schema) and forced tool calls validated with jsonschema.
 all-MiniLM-L6-v2: embeddings equal to `akunu embed`; chat on an encoder refused.
 """
 import json
@@ -146,8 +147,75 @@ def chat_tests(binary, model):
                 deltas += choice.delta.tool_calls or []
                 finish = choice.finish_reason or finish
         check("a streamed tool call", finish == "tool_calls" and len(deltas) == 1 and deltas[0].function.name == "get_weather")
+        structured_tests(c)
     finally:
         s.stop()
+
+
+def structured_tests(c):
+    """response_format (json_object, json_schema) and forced tool calls, validated with jsonschema."""
+    import jsonschema
+    schema = {"type": "object", "properties": {
+        "city": {"type": "string", "maxLength": 40},
+        "population": {"type": "integer", "minimum": 0},
+        "landmarks": {"type": "array", "items": {"type": "string", "maxLength": 40}, "maxItems": 3}},
+        "required": ["city", "population", "landmarks"], "additionalProperties": False}
+    msgs = [{"role": "user", "content": "Tell me about Paris."}]
+    for seed in range(4):
+        r = c.chat.completions.create(model="any", messages=msgs, temperature=0.8, seed=seed, max_tokens=200,
+                                      response_format={"type": "json_schema", "json_schema": {
+                                          "name": "city", "strict": True, "schema": schema}})
+        text = r.choices[0].message.content
+        try:
+            jsonschema.validate(json.loads(text), schema)
+            valid = True
+        except Exception:  # noqa: BLE001 - any failure is the finding
+            valid = False
+        check("response_format json_schema (seed %d): %r validates" % (seed, text), valid and r.choices[0].finish_reason == "stop")
+    r = c.chat.completions.create(model="any", messages=[{"role": "user", "content": "Describe a cat in JSON."}],
+                                  temperature=0.7, seed=1, max_tokens=200, response_format={"type": "json_object"})
+    try:
+        obj = json.loads(r.choices[0].message.content)
+    except ValueError:
+        obj = None
+    check("response_format json_object: %r is an object" % r.choices[0].message.content, isinstance(obj, dict))
+    try:
+        c.chat.completions.create(model="any", messages=msgs, response_format={"type": "json_schema", "json_schema": {
+            "name": "x", "schema": {"type": "object", "not": {}}}})
+        check("an unsupported schema keyword is refused", False)
+    except openai.BadRequestError as e:
+        check("an unsupported schema keyword is refused with 400 (%s)" % e.message, e.status_code == 400 and "not" in e.message)
+
+    weather = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 40},
+                                                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+               "required": ["city", "unit"], "additionalProperties": False}
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city", "parameters": weather}},
+             {"type": "function", "function": {"name": "get_time", "description": "Time in a city",
+                                               "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                              "required": ["city"]}}}]
+    ask = [{"role": "user", "content": "Tell me a joke."}]   # no reason to call a tool, unless forced
+    for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+        r = c.chat.completions.create(model="any", messages=ask, tools=tools, tool_choice=choice, temperature=0.7, seed=3,
+                                      max_tokens=120)
+        calls = r.choices[0].message.tool_calls or []
+        ok = r.choices[0].finish_reason == "tool_calls" and len(calls) == 1
+        if ok:
+            args = json.loads(calls[0].function.arguments)
+            want = weather if calls[0].function.name == "get_weather" else tools[1]["function"]["parameters"]
+            try:
+                jsonschema.validate(args, want)
+            except Exception:  # noqa: BLE001
+                ok = False
+            if isinstance(choice, dict):
+                ok = ok and calls[0].function.name == "get_weather"
+        check("tool_choice %s forces a call with valid arguments: %s" %
+              (json.dumps(choice), [(t.function.name, t.function.arguments) for t in calls]), ok)
+    try:
+        c.chat.completions.create(model="any", messages=ask, tools=tools,
+                                  tool_choice={"type": "function", "function": {"name": "nope"}})
+        check("a forced call to an unknown tool is refused", False)
+    except openai.BadRequestError as e:
+        check("a forced call to an unknown tool is refused with 400 (%s)" % e.message, e.status_code == 400)
 
 
 def embed_tests(binary, model):
