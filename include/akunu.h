@@ -276,7 +276,13 @@ typedef struct {
                                      end of generation is allowed only where a sentence of it is complete */
     const char *grammar_after;    /* optional: the grammar applies only after this text has been generated
                                      (a thinking model's "</think>"); the reasoning before it is free */
+    int spec_draft;               /* speculative decoding: up to this many drafted tokens are checked in one
+                                     pass of the model (0: off; at most AK_SPEC_MAX). The reply is the same
+                                     as without it, greedy or sampled (the draws are keyed by position) */
+    ak_session *draft;            /* with spec_draft: a session of a draft model with the same vocabulary,
+                                     which writes the drafts; NULL: n-gram lookup in the prompt and the reply */
 } ak_generate_params;
+#define AK_SPEC_MAX 16
 #define AK_MAX_TOP 20
 
 /* n_predict -1, greedy, no stop strings. */
@@ -305,6 +311,7 @@ typedef struct {
     int n_generated;              /* generated tokens, an end-of-generation token included */
     ak_stop_reason stop;
     double prefill_seconds, decode_seconds;
+    int n_drafted, n_accepted;    /* speculative decoding: drafted tokens, and those the model agreed with */
 } ak_generate_result;
 
 /* Generates a reply to prompt[0..n), the whole context: the session keeps the longest

@@ -25,6 +25,8 @@ typedef struct {
     const char *stops[16];
     int n_stops;
     const char *grammar, *grammar_file, *schema_file;   /* run: --grammar, --grammar-file, --json-schema */
+    int spec, draft_max;           /* run: --spec ngram (1) | draft (2), --draft-max */
+    const char *draft_model;       /* --draft-model */
 } ak_cli_opts;
 
 /* Parses common options; returns 0 on success, prints a message and returns 2 on error. */

@@ -95,6 +95,14 @@ int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage) {
         else if (!strcmp(a, "--grammar")) { NEEDV(); o->grammar = v; }
         else if (!strcmp(a, "--grammar-file")) { NEEDV(); o->grammar_file = v; }
         else if (!strcmp(a, "--json-schema")) { NEEDV(); o->schema_file = v; }
+        else if (!strcmp(a, "--spec")) {
+            NEEDV();
+            if (!strcmp(v, "ngram")) o->spec = 1;
+            else if (!strcmp(v, "draft")) o->spec = 2;
+            else { fprintf(stderr, "akunu: --spec expects ngram or draft, got '%s'\n", v); return 2; }
+        }
+        else if (!strcmp(a, "--draft-max")) { NEEDV(); r = parse_int(a, v, 1, AK_SPEC_MAX, &o->draft_max); }
+        else if (!strcmp(a, "--draft-model")) { NEEDV(); o->draft_model = v; }
         else if (!strcmp(a, "--raw")) o->raw = true;
         else if (!strcmp(a, "--no-bos")) o->no_bos = true;
         else if (!strcmp(a, "--no-special")) o->no_special = true;
@@ -127,6 +135,8 @@ int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage) {
 #undef NEEDV
     }
     if (!o->model) { fprintf(stderr, "akunu: -m FILE is required\n%s", usage); return 2; }
+    if ((o->spec == 2) != !!o->draft_model) { fprintf(stderr, "akunu: --spec draft goes with --draft-model FILE\n"); return 2; }
+    if (o->spec && !o->draft_max) o->draft_max = o->spec == 1 ? 10 : 8;
     if (o->sp.temperature <= 0) o->greedy = true;
     if (!o->seed_set) o->sp.seed = (uint64_t)time(NULL);
     return 0;

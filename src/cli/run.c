@@ -19,6 +19,9 @@ static const char *usage =
     "  --json | --json-schema FILE | --grammar GBNF | --grammar-file FILE\n"
     "                     the reply is a JSON object / validates against the schema / follows the GBNF grammar\n"
     "                     (llama.cpp's format); a thinking model (Qwen3) reasons freely up to </think> first\n"
+    "  --spec ngram|draft [--draft-max K] [--draft-model FILE]\n"
+    "                     speculative decoding: K drafted tokens checked in one pass (the same reply, fewer\n"
+    "                     passes), drafted by prompt lookup (ngram, K 10) or a smaller model (draft, K 8)\n"
     "  -c CTX  --chunk N  -t THREADS  --kv-f16|--kv-f32 (default: f16 on cuda, f32 on cpu)  --backend cpu|cuda|auto  -v\n";
 
 /* Prompt text for one user turn: the chat template when the file has one we render;
@@ -106,14 +109,36 @@ static int run_text(const ak_cli_opts *o, ak_model *m, ak_session *s) {
     gp.grammar = grammar;
     const char *fam = ak_model_chat_family(m);
     if (grammar && templated && fam && !strcmp(fam, "qwen3")) gp.grammar_after = "</think>";   /* it thinks first */
+    ak_model *dm = NULL;
+    ak_session *ds = NULL;
+    if (o->spec == 2) {
+        ak_session_params dp = ak_session_default_params();
+        dp.n_ctx = ak_session_n_ctx(s);
+        dp.n_threads = o->threads;
+        dp.backend = o->backend;
+        dp.kv_type = o->kv;
+        if (ak_model_load(o->draft_model, &dm, &err) || ak_session_create(dm, &dp, &ds, &err)) {
+            fprintf(stderr, "akunu: draft model %s: %s\n", o->draft_model, err.msg);
+            free(grammar);
+            ak_model_free(dm);
+            goto done;
+        }
+    }
+    gp.spec_draft = o->spec ? o->draft_max : 0;
+    gp.draft = ds;
     ak_generate_result r;
     rc = ak_generate(s, ids, n, &gp, ak_cli_print_piece, NULL, &r, &err) != AK_OK;
     free(grammar);
+    ak_session_free(ds);
+    ak_model_free(dm);
     printf("\n");
     if (rc) { fprintf(stderr, "akunu: %s\n", err.msg); goto done; }
     fprintf(stderr, "\n[prompt %d tokens, prefill %.1f tok/s | generated %d tokens, decode %.1f tok/s]\n", n,
             r.prefill_seconds > 0 ? n / r.prefill_seconds : 0.0, r.n_generated,
             r.decode_seconds > 0 ? r.n_generated / r.decode_seconds : 0.0);
+    if (o->spec)
+        fprintf(stderr, "[speculative: %d drafted, %d accepted (%.0f%%)]\n", r.n_drafted, r.n_accepted,
+                r.n_drafted ? 100.0 * r.n_accepted / r.n_drafted : 0.0);
 done:
     free(ids);
     free(text);

@@ -16,7 +16,7 @@ typedef enum {
     AK_K_ATTN_DECODE, /* b: qkv, kcache, vcache, out */
     AK_K_ATTN_PREFILL,/* same bindings, n queries, tiled */
     AK_K_SOFTCAP,     /* b: x                          x = cap * tanh(x / cap) */
-    AK_K_SAMPLE,      /* b: logits, tokens, sample buf   tokens[0] = the choice from logits row n-1 (core/sample.h) */
+    AK_K_SAMPLE,      /* b: logits, tokens, sample buf   tokens[0] = the choice from logits row n-1 (core/sample.h), or every row's */
     AK_K_COUNT
 } ak_kernel;
 
@@ -66,7 +66,9 @@ typedef struct {
 } ak_p_attn;
 
 typedef struct { int32_t n, cols; float cap; } ak_p_softcap;
-/* kv_len: the chosen token's position (the draw's key; the penalty window ends before it) */
-typedef struct { int32_t n, pos, kv_len, vocab; } ak_p_sample;
+/* kv_len: the chosen token's position (the draw's key; the penalty window ends before it).
+ * all: a choice from every row i, for position pos + 1 + i, into tokens[pos + 1 + i]
+ * (speculative decoding's verification: the token each draft is checked against). */
+typedef struct { int32_t n, pos, kv_len, vocab, all; } ak_p_sample;
 
 #endif

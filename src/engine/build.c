@@ -236,7 +236,7 @@ ak_status ak_table_build(const ak_model *m, const ak_build_opts *o, ak_table *t,
             c = emit(&b, AK_K_SOFTCAP, &ps, sizeof ps, (uint32_t)ps.n, "softcap", -1);
             if (c) { ak_cmd_bind(c, 0, AK_BUF_LOGITS, 0); if (all) patch_n(&b, c, offsetof(ak_p_softcap, n)); }
         }
-        ak_p_sample pa = {.n = all ? rows(&b) : 1, .vocab = cfg->vocab};
+        ak_p_sample pa = {.n = all ? rows(&b) : 1, .vocab = cfg->vocab, .all = all && o->pick_all};
         c = emit(&b, AK_K_SAMPLE, &pa, sizeof pa, 1, "sample", -1);
         if (c) {
             ak_cmd_bind(c, 0, AK_BUF_LOGITS, 0);

@@ -10,6 +10,7 @@ typedef struct {
     int max_seq;           /* KV cache length */
     bool kv_f16;
     bool logits_all;       /* prefill: logits for every row, not only the last */
+    bool pick_all;         /* with logits_all: a token chosen from every row (speculative verification) */
     bool unfused;          /* emit the unfused variants (for testing the fused ones) */
 } ak_build_opts;
 

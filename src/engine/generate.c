@@ -273,6 +273,79 @@ static ak_status decode_steps(ak_session *s, gen *g, gram *gr, ak_sampler *smp, 
     return AK_OK;
 }
 
+/* Prompt lookup: the continuation, after its last earlier occurrence, of the longest
+ * suffix (4 tokens down to 2) of h[0..n) that occurred before; up to k ids into d. (A
+ * one-token suffix recurs everywhere and drafted mostly wrong continuations.) */
+static int ngram_draft(const int32_t *h, int n, int k, int32_t *d) {
+    for (int m = 4; m >= 2; m--) {
+        if (n < m + 1) continue;
+        const int32_t *suf = h + n - m;
+        for (int j = n - m - 1; j >= 0; j--) {
+            if (h[j] != suf[0] || memcmp(h + j, suf, (size_t)m * sizeof *h)) continue;
+            int c = 0;
+            while (c < k && j + m + c < n) d[c] = h[j + m + c], c++;
+            return c;
+        }
+    }
+    return 0;
+}
+
+/* The draft model's k ids after h[0..n) (its cache brought to h[0..n-1) first, reusing
+ * what it holds), chosen as the target chooses: the same settings, the same keys. */
+static ak_status model_draft(ak_session *ds, const int32_t *h, int n, int k, int32_t *d, int *got, ak_err *err) {
+    const int32_t *have = ak_session_tokens(ds);
+    int common = 0, pos = ak_session_pos(ds);
+    while (common < pos && common < n - 1 && have[common] == h[common]) common++;
+    ak_status st = ak_session_rewind(ds, common, err);
+    int32_t next;
+    if (!st && common < n - 1) st = ak_prefill(ds, h + common, n - 1 - common, &next, NULL, err);
+    if (!st) st = ak_chain_decode(ds, h[n - 1], k, NULL, 0, d, got, err);
+    return st;
+}
+
+/* Speculative decoding: each step drafts up to k ids (prompt lookup or the draft model),
+ * the target checks tok and the drafts in one pass (its choice for every position), and
+ * keeps its choices up to the first that differs from a draft, plus that one: the same
+ * ids as decode_chain, fewer passes. hist: room for the whole context. */
+static ak_status decode_spec(ak_session *s, gen *g, int32_t tok, int limit, int32_t *hist, ak_generate_result *r,
+                             ak_err *err) {
+    const ak_generate_params *p = g->p;
+    int n_ctx = ak_session_n_ctx(s), rows = ak_session_verify_rows(s), want = p->spec_draft;
+    int32_t d[AK_SPEC_MAX], in[AK_SPEC_MAX + 1], y[AK_SPEC_MAX + 1];
+    ak_status st = AK_OK;
+    while (g->n_gen < limit) {
+        int base = ak_session_pos(s), k = want, got = 0;
+        if (k > limit - g->n_gen - 1) k = limit - g->n_gen - 1;   /* the check's own choice is one more */
+        if (k > n_ctx - base - 1) k = n_ctx - base - 1;
+        if (k > rows - 1) k = rows - 1;
+        memcpy(hist, ak_session_tokens(s), (size_t)base * sizeof *hist);
+        hist[base] = tok;
+        if (k > 0 && p->draft) st = model_draft(p->draft, hist, base + 1, k, d, &got, err);
+        else if (k > 0) got = ngram_draft(hist, base + 1, k, d);
+        if (st) return st;
+        if (!got) {   /* nothing to check: one step of the decode table */
+            if ((st = ak_chain_decode(s, tok, 1, NULL, 0, y, &got, err))) return st;
+            if (!take(g, y[0], NULL, 0)) return ak_session_rewind(s, base + 1, err);
+            tok = y[0];
+            continue;
+        }
+        in[0] = tok;
+        memcpy(in + 1, d, (size_t)got * sizeof *d);
+        if ((st = ak_session_verify(s, in, got + 1, y, err))) return st;
+        int a = 0;
+        while (a < got && y[a] == d[a]) a++;
+        r->n_drafted += got;
+        r->n_accepted += a;
+        /* a pass costs more the more rows it checks: draft as far as drafts have held */
+        want = a == got ? (2 * want < p->spec_draft ? 2 * want : p->spec_draft) : (a + 1 > 2 ? a + 1 : 2);
+        for (int i = 0; i <= a; i++)
+            if (!take(g, y[i], NULL, 0)) return ak_session_rewind(s, base + 1 + i, err);
+        if ((st = ak_session_rewind(s, base + a + 1, err))) return st;
+        tok = y[a];
+    }
+    return AK_OK;
+}
+
 /* Whether the table's sample command takes these settings (else the host sampler does). */
 static bool table_samples(const ak_sample_cfg *c, size_t vocab) {
     return (c->mode != AK_SAMPLE_DRAW || (c->top_k >= 1 && c->top_k <= AK_SAMPLE_MAX_K)) && c->last_n <= AK_SAMPLE_MAX_WINDOW &&
@@ -307,6 +380,12 @@ ak_status ak_generate(ak_session *s, const int32_t *prompt, int n, const ak_gene
     if (p.n_stop < 0 || (p.n_stop && !p.stop) || p.ids_cap < 0 || (p.ids_cap && !p.ids_out))
         return ak_fail(err, AK_ERR_ARG, "generate: bad stop strings or id buffer");
     if (p.n_top < 0 || p.n_top > AK_MAX_TOP) return ak_fail(err, AK_ERR_ARG, "generate: n_top must be in 0..%d", AK_MAX_TOP);
+    if (p.spec_draft < 0 || p.spec_draft > AK_SPEC_MAX)
+        return ak_fail(err, AK_ERR_ARG, "generate: spec_draft must be in 0..%d", AK_SPEC_MAX);
+    if (p.draft && (p.draft == s || ak_model_vocab(ak_session_model(p.draft)) != ak_model_vocab(m) ||
+                    ak_session_n_ctx(p.draft) < ak_session_n_ctx(s)))
+        return ak_fail(err, AK_ERR_ARG, "generate: the draft model needs its own session, the target's vocabulary (%d ids) "
+                       "and at least its context (%d)", ak_model_vocab(m), ak_session_n_ctx(s));
     ak_sampling_params sp = p.sampling;
     size_t vocab = (size_t)ak_model_vocab(m);
     ak_status st = ak_sampling_check(&sp, err);
@@ -321,10 +400,14 @@ ak_status ak_generate(ak_session *s, const int32_t *prompt, int n, const ak_gene
     const uint32_t *mask = NULL;
     float *logits = table ? NULL : malloc((p.on_token ? 2 : 1) * vocab * sizeof *logits);
     float *raw = p.on_token && logits ? logits + vocab : NULL;
-    if (!table && !logits) {
+    /* speculation where the table picks every token with no grammar */
+    bool spec = table && !p.grammar && p.spec_draft > 0;
+    int32_t *hist = spec ? malloc((size_t)ak_session_n_ctx(s) * sizeof *hist) : NULL;
+    if ((!table && !logits) || (spec && !hist)) {
         st = ak_fail(err, AK_ERR_NOMEM, "generate: out of memory");
         goto done;
     }
+    if (spec && p.draft && (st = ak_session_set_sample(p.draft, &cfg, err))) goto done;
     if (p.grammar && (st = gram_open(&gr, s, p.grammar, p.grammar_after, err))) goto done;
     if (!gram_mask(&gr, &mask)) {
         st = ak_fail(err, AK_ERR_ARG, "grammar: it allows no token at the start");
@@ -356,8 +439,11 @@ ak_status ak_generate(ak_session *s, const int32_t *prompt, int n, const ak_gene
             ak_sampler_accept(smp, tok);
         }
         if ((st = gram_take(&gr, m->tok, tok, err))) goto done;
-        if (take(&g, tok, raw, (int)vocab))
-            st = smp || gr.g ? decode_steps(s, &g, &gr, smp, logits, raw, tok, limit, err) : decode_chain(s, &g, tok, limit, err);
+        if (take(&g, tok, raw, (int)vocab)) {
+            if (smp || gr.g) st = decode_steps(s, &g, &gr, smp, logits, raw, tok, limit, err);
+            else if (hist) st = decode_spec(s, &g, tok, limit, hist, &r, err);
+            else st = decode_chain(s, &g, tok, limit, err);
+        }
         if (!st) ak_textout_finish(&g.out);
     }
     if (g.out.stop == AK_STOP_NONE)
@@ -373,6 +459,11 @@ done:
         if (!st2) st2 = ak_session_set_sample(s, NULL, &e2);
         if (st2 && !st) st = st2, *err = e2;
     }
+    if (spec && p.draft) {
+        ak_err e2;
+        ak_session_set_sample(p.draft, NULL, &e2);
+    }
+    free(hist);
     gram_free(&gr);
     free(logits);
     ak_textout_close(&g.out);

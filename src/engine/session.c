@@ -23,6 +23,10 @@ struct ak_session {
     int32_t *ids;          /* [n_ctx] the ids in the KV cache, [0, pos) */
     ak_sample_cfg sample;  /* what the sample buffer holds */
     ak_gvocab *gvocab;     /* the vocabulary's trie for grammars, built at the first one */
+    ak_table verify;       /* speculative verification (built at its first use): a few rows, */
+    void *enc_verify;      /* logits for each into their own buffer, a token chosen from each */
+    void *verify_logits;
+    int verify_rows;
 };
 
 ak_session_params ak_session_default_params(void) {
@@ -105,11 +109,14 @@ void ak_session_free(ak_session *s) {
     if (s->be) {
         if (s->enc_decode) s->be->encoded_free(s->be, s->enc_decode);
         if (s->enc_prefill) s->be->encoded_free(s->be, s->enc_prefill);
+        if (s->enc_verify) s->be->encoded_free(s->be, s->enc_verify);
+        if (s->verify_logits) s->be->buf_free(s->be, s->verify_logits);
         for (int i = 1; i < AK_BUF_COUNT; i++) if (s->bufs[i]) s->be->buf_free(s->be, s->bufs[i]);
         s->be->destroy(s->be);
     }
     ak_table_free(&s->decode);
     ak_table_free(&s->prefill);
+    ak_table_free(&s->verify);
     ak_gvocab_free(s->gvocab);
     free(s->ids);
     free(s);
@@ -239,6 +246,42 @@ ak_status ak_session_set_mask(ak_session *s, const uint32_t *mask, ak_err *err) 
     if (v.masked && v.mode == AK_SAMPLE_ARGMAX) v.mode = AK_SAMPLE_GREEDY;
     if ((st = s->be->buf_write(s->be, s->bufs[AK_BUF_SAMPLE], 0, &v, sizeof v, err))) return st;
     s->sample = v;
+    return AK_OK;
+}
+
+int ak_session_verify_rows(const ak_session *s) {
+    int r = AK_SPEC_MAX + 1;
+    return s->p.chunk < r ? s->p.chunk : r;   /* the activations hold a prefill chunk */
+}
+
+/* The verification table, at its first use: the prefill walk over a few rows with every
+ * row's logits (in a buffer of its own: the others hold one row) and choice. */
+static ak_status verify_table(ak_session *s, ak_err *err) {
+    if (s->enc_verify) return AK_OK;
+    ak_build_opts o = {.prefill = true, .rows = ak_session_verify_rows(s), .max_seq = s->p.n_ctx,
+                       .kv_f16 = s->p.kv_type == AK_KV_F16, .logits_all = true, .pick_all = true};
+    void *bufs[AK_BUF_COUNT];
+    memcpy(bufs, s->bufs, sizeof bufs);
+    ak_status st = s->be->buf_alloc(s->be, (size_t)o.rows * s->m->cfg.vocab * sizeof(float), &s->verify_logits, err);
+    if (st) return st;
+    bufs[AK_BUF_LOGITS] = s->verify_logits;
+    if ((st = ak_table_build(s->m, &o, &s->verify, err))) return st;
+    return s->be->encode(s->be, &s->verify, bufs, &s->enc_verify, err);
+}
+
+ak_status ak_session_verify(ak_session *s, const int32_t *ids, int n, int32_t *picks, ak_err *err) {
+    ak_status st;
+    if ((st = decoder_only(s, err))) return st;
+    if (n <= 0 || n > ak_session_verify_rows(s))
+        return ak_fail(err, AK_ERR_ARG, "verify: %d rows (1..%d)", n, ak_session_verify_rows(s));
+    if ((st = check_ids(s, ids, n, err)) || (st = room(s, n, err)) || (st = verify_table(s, err))) return st;
+    ak_backend *be = s->be;
+    if ((st = be->buf_write(be, s->bufs[AK_BUF_TOKENS], 4 * (size_t)s->pos, ids, 4 * (size_t)n, err))) return st;
+    ak_run r = {.pos = s->pos, .n = n, .steps = 1};
+    if ((st = be->run(be, s->enc_verify, &r, err))) return st;
+    if ((st = be->buf_read(be, s->bufs[AK_BUF_TOKENS], 4 * (size_t)(s->pos + 1), picks, 4 * (size_t)n, err))) return st;
+    memcpy(s->ids + s->pos, ids, (size_t)n * sizeof *ids);
+    s->pos += n;
     return AK_OK;
 }
 

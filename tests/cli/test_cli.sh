@@ -53,6 +53,17 @@ check "bench --bandwidth on an encoder (rc=$rc)" '[ $rc -eq 0 ] && grep -q "read
 # tokenize / detokenize: --no-bos drops BOS, --no-special keeps special-token text as text,
 # --raw does both; detokenize gives the text back, control tokens with --special
 ll="$fx/llama/llama-f32.gguf"
+# speculative decoding: the same reply, with the acceptance reported; --spec draft needs its model
+plain=$("$bin" run -m "$ll" -p "Hello" --raw -n 40 --greedy 2>/dev/null)
+spec=$("$bin" run -m "$ll" -p "Hello" --raw -n 40 --greedy --spec draft --draft-model "$fx/llama/llama-f16.gguf" 2>"$tmp/e")
+check "run --spec draft: the same reply" '[ "$plain" = "$spec" ] && grep -q "speculative: [0-9]* drafted" "$tmp/e"'
+spec=$("$bin" run -m "$ll" -p "Hello" --raw -n 40 --greedy --spec ngram --draft-max 16 2>/dev/null)
+check "run --spec ngram: the same reply" '[ "$plain" = "$spec" ]'
+"$bin" run -m "$ll" -p "Hello" -n 4 --spec draft >/dev/null 2>"$tmp/e"; rc=$?
+check "run --spec draft without --draft-model is refused (rc=$rc)" '[ $rc -eq 2 ]'
+"$bin" run -m "$ll" -p "Hello" -n 4 --spec ngram --draft-max 17 >/dev/null 2>"$tmp/e"; rc=$?
+check "run --draft-max 17 is refused (rc=$rc)" '[ $rc -eq 2 ]'
+
 with=$("$bin" tokenize -m "$ll" -p "Hello world")
 without=$("$bin" tokenize -m "$ll" -p "Hello world" --no-bos)
 check "tokenize adds BOS, --no-bos does not ($with / $without)" '[ "$with" = "1,$without" ]'

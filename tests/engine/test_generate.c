@@ -400,6 +400,76 @@ static void test_sampled_chain(const ak_fx *f, ak_model *m) {
     }
 }
 
+/* Speculative decoding: the same ids as plain decoding, greedy and sampled, drafted by
+ * prompt lookup or by a draft model (the fixture in F16 drafting for its F32 self); the
+ * cache after rejected drafts is the cache of the ids kept (the next logits equal a
+ * fresh session's over the same ids). */
+static void test_spec(const ak_fx *f, ak_model *m) {
+    enum { N = 48 };
+    ak_err err;
+    ak_model *dm = NULL;
+    ak_session *s = session(m, 128), *ds = NULL, *fresh = session(m, 128);
+    if (ak_model_load(ak_fixture("llama/llama-f16.gguf"), &dm, &err)) CHECK(0, "%s", err.msg);
+    else ds = session(dm, 128);
+    if (!s || !ds || !fresh) goto out;
+    for (int sampled = 0; sampled < 2; sampled++)
+        for (int how = 0; how < 3; how++) {   /* no speculation, n-gram lookup, the draft model */
+            int32_t ref[N], got[N];
+            ak_generate_params p = ak_generate_default_params();
+            p.n_predict = N;
+            p.ids_cap = N;
+            if (sampled) {
+                p.sampling = ak_sampling_default_params();
+                p.sampling.temperature = 0.9f;
+                p.sampling.seed = 11;
+            }
+            ak_generate_result r;
+            p.ids_out = ref;
+            CHECK(ak_generate(s, f->prompt, f->n_prompt, &p, NULL, NULL, &r, &err) == AK_OK && r.n_generated == N, "%s", err.msg);
+            if (!how) continue;
+            p.ids_out = got;
+            p.spec_draft = how == 1 ? 16 : 4;
+            p.draft = how == 2 ? ds : NULL;
+            ak_session_reset(s);
+            CHECK(ak_generate(s, f->prompt, f->n_prompt, &p, NULL, NULL, &r, &err) == AK_OK && r.n_generated == N, "%s", err.msg);
+            CHECK(!memcmp(ref, got, sizeof ref), "speculation (%s, %s) changed the ids", how == 1 ? "n-gram" : "draft model",
+                  sampled ? "sampled" : "greedy");
+            CHECK(r.n_accepted <= r.n_drafted && (how == 1 || r.n_accepted > r.n_drafted / 2),
+                  "%s: %d of %d drafts accepted", how == 1 ? "n-gram" : "draft model", r.n_accepted, r.n_drafted);
+            printf("spec %s %s: %d drafted, %d accepted\n", how == 1 ? "n-gram" : "draft", sampled ? "sampled" : "greedy",
+                   r.n_drafted, r.n_accepted);
+            if (how == 1 && !sampled) {
+                CHECK(r.n_drafted > r.n_accepted, "n-gram: some drafts rejected (%d of %d)", r.n_accepted, r.n_drafted);
+                /* the cache holds the prompt and the ids but the last: one more token's logits
+                 * equal a fresh session's over the same ids */
+                int n = ak_session_pos(s);
+                int32_t *ids = malloc((size_t)(n + 1) * sizeof *ids), next;
+                float *a = malloc((size_t)ak_model_vocab(m) * sizeof *a), *b = malloc((size_t)ak_model_vocab(m) * sizeof *b);
+                memcpy(ids, ak_session_tokens(s), (size_t)n * sizeof *ids);
+                ids[n] = got[N - 1];
+                ak_session_reset(fresh);
+                CHECK(ak_prefill(s, ids + n, 1, &next, a, &err) == AK_OK && ak_prefill(fresh, ids, n + 1, &next, b, &err) == AK_OK,
+                      "%s", err.msg);
+                double worst = 0;
+                for (int i = 0; i < ak_model_vocab(m); i++) worst = fmax(worst, fabs(a[i] - b[i]));
+                CHECK(worst < 1e-4, "the cache after rejected drafts: logits differ by %g", worst);
+                free(ids); free(a); free(b);
+            }
+        }
+    ak_generate_params p = ak_generate_default_params();
+    p.spec_draft = AK_SPEC_MAX + 1;
+    ak_generate_result r;
+    CHECK(ak_generate(s, f->prompt, f->n_prompt, &p, NULL, NULL, &r, &err) == AK_ERR_ARG, "spec_draft too large");
+    p.spec_draft = 4;
+    p.draft = s;
+    CHECK(ak_generate(s, f->prompt, f->n_prompt, &p, NULL, NULL, &r, &err) == AK_ERR_ARG, "the target drafting for itself");
+out:
+    ak_session_free(s);
+    ak_session_free(ds);
+    ak_session_free(fresh);
+    ak_model_free(dm);
+}
+
 int main(void) {
     ak_fx f;
     if (!ak_fx_open(&f, AK_BACKEND_CPU)) return ak_test_done();
@@ -416,6 +486,7 @@ int main(void) {
         }
         test_loop(&f, m);
         test_sampled_chain(&f, m);
+        test_spec(&f, m);
         ak_model_free(m);
     }
     ak_fx_close(&f);

@@ -131,18 +131,21 @@ void ak_cpu_sample(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
     (void)nth; (void)tls;
     if (ith) return;
     const ak_p_sample *p = (const ak_p_sample *)c->p;
-    float *x = (float *)c->b[0] + (size_t)(p->n - 1) * p->vocab;
     uint8_t *sb = c->b[2];
     ak_sample_cfg cfg;
     memcpy(&cfg, sb, sizeof cfg);
     size_t words = ((size_t)p->vocab + 31) / 32;
-    int32_t *out = (int32_t *)c->b[1];   /* tokens[kv_len]: the window is the ids before it */
-    int n_win = cfg.last_n < p->kv_len ? cfg.last_n : p->kv_len;
     ak_sample_cand *cands = (ak_sample_cand *)(sb + AK_SAMPLE_MASK_OFF + 4 * words);
     int32_t *count = (int32_t *)(cands + p->vocab);
-    int32_t tok = ak_sample_pick(&cfg, x, p->vocab, out - n_win, n_win,
-                                 cfg.masked ? (const uint32_t *)(sb + AK_SAMPLE_MASK_OFF) : NULL, p->kv_len, cands, count);
-    memcpy(out, &tok, 4);
+    for (int r = p->all ? 0 : p->n - 1; r < p->n; r++) {
+        int kv = p->kv_len - p->n + 1 + r;   /* this row's choice is for position kv */
+        float *x = (float *)c->b[0] + (size_t)(p->all ? r : p->n - 1) * p->vocab;
+        int32_t *out = (int32_t *)c->b[1] - p->n + 1 + r;   /* b[1] is tokens[kv_len]; the window is the ids before out */
+        int n_win = cfg.last_n < kv ? cfg.last_n : kv;
+        int32_t tok = ak_sample_pick(&cfg, x, p->vocab, out - n_win, n_win,
+                                     cfg.masked ? (const uint32_t *)(sb + AK_SAMPLE_MASK_OFF) : NULL, kv, cands, count);
+        memcpy(out, &tok, 4);
+    }
 }
 
 void ak_cpu_embed(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {

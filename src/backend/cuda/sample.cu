@@ -205,11 +205,13 @@ __device__ bool last_block(const ak_cuda_args &a) {
     return last;
 }
 
-/* The chosen token into tokens[pos+n]; the step advances (thread 0 of the last block). */
-__device__ void finish(const ak_cuda_args &a, const ak_stepv &s, int32_t tok) {
-    *ak_tok_ptr(a, s) = tok;
+/* The chosen token into tokens[pos+n] (row's place: off before it); the step advances
+ * once its last row is chosen (thread 0 of the last block). */
+__device__ void finish(const ak_cuda_args &a, const ak_stepv &s, int off, int32_t tok) {
+    ak_tok_ptr(a, s)[off] = tok;
     ak_cuda_step *st = a.step;
     st->pick_done = 0;
+    if (!a.act) return;
     st->steps_done++;
     for (int k = 0; k < st->n_stop; k++) if (st->stop[k] == tok) st->stopped = 1;
     st->pos += st->n;
@@ -270,9 +272,12 @@ __device__ int32_t draw(const kc *c, int k, const ak_sample_cfg &g, int64_t inde
     return c[bi == INT_MAX ? 0 : bi].id;
 }
 
+/* a.acc: the row (all rows: one launch each); a.act: 1 on the launch that ends the step. */
 __global__ void __launch_bounds__(AK_SAMPLE_THREADS) k_sample(ak_cuda_args a) {
     AK_KERNEL_ENTRY(ak_p_sample, p);
-    const float *x = (const float *)a.b[0] + (size_t)(p.n - 1) * p.vocab;
+    const int row = p.all ? a.acc : p.n - 1;
+    const float *x = (const float *)a.b[0] + (size_t)row * p.vocab;
+    const int kv = p.kv_len + row - (p.n - 1);   /* this row's choice is for position kv */
     const uint8_t *sb = (const uint8_t *)a.b[2];
     ak_sample_cfg g;
     memcpy(&g, sb, sizeof g);
@@ -290,7 +295,7 @@ __global__ void __launch_bounds__(AK_SAMPLE_THREADS) k_sample(ak_cuda_args a) {
         bi = INT_MAX;
         for (int i = threadIdx.x; i < (int)gridDim.x; i += blockDim.x) am_better(bv, bi, __ldcg(sv + i), __ldcg(si + i));
         am_block(bv, bi);
-        if (threadIdx.x == 0) finish(a, st_, bi == INT_MAX ? 0 : bi);
+        if (threadIdx.x == 0) finish(a, st_, row - (p.n - 1), bi == INT_MAX ? 0 : bi);
         return;
     }
     extern __shared__ __align__(16) uint8_t dyn[];
@@ -303,8 +308,8 @@ __global__ void __launch_bounds__(AK_SAMPLE_THREADS) k_sample(ak_cuda_args a) {
     }
     __syncthreads();
     /* penalties: each distinct id of the window in this slice once, with its count */
-    const int32_t *tok = ak_tok_ptr(a, st_);
-    int nw = min(g.last_n, p.kv_len);
+    const int32_t *tok = ak_tok_ptr(a, st_) + row - (p.n - 1);
+    int nw = min(g.last_n, kv);
     if (nw > 0 && (g.repeat != 1.0f || g.presence != 0 || g.frequency != 0)) {
         int32_t *win = (int32_t *)(sl + AK_SAMPLE_SLICE);   /* in shared memory: the scans below read it nw times */
         for (int j = threadIdx.x; j < nw; j += blockDim.x) win[j] = tok[j - nw];
@@ -374,8 +379,8 @@ __global__ void __launch_bounds__(AK_SAMPLE_THREADS) k_sample(ak_cuda_args a) {
     __syncthreads();
     kc_sort(top, np);
     if (threadIdx.x >= 32) return;
-    int32_t choice = g.mode == AK_SAMPLE_GREEDY ? top[0].id : draw(top, k, g, p.kv_len);
-    if (threadIdx.x == 0) finish(a, st_, choice);
+    int32_t choice = g.mode == AK_SAMPLE_GREEDY ? top[0].id : draw(top, k, g, kv);
+    if (threadIdx.x == 0) finish(a, st_, row - (p.n - 1), choice);
 }
 
 extern "C" size_t ak_cuda_sample_scratch(int vocab) {
@@ -386,7 +391,16 @@ extern "C" int ak_cuda_init_sample(void) {
     return (int)cudaFuncSetAttribute(k_sample, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_bytes(AK_SAMPLE_MAX_VOCAB));
 }
 
+/* Every row: a launch each, in order (a verification's dozen rows; the row's window
+ * holds the rows before it). */
 extern "C" int ak_cuda_sample(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
-    int vocab = ((const ak_p_sample *)c->a.p)->vocab;
-    return (int)ak_launch(k_sample, dim3(c->aux[0]), dim3(AK_SAMPLE_THREADS), smem_bytes(vocab), x->stream, c->a);
+    const ak_p_sample *p = (const ak_p_sample *)c->a.p;
+    int rows = p->all ? c->rows : 1, e = 0;
+    for (int r = 0; r < rows && !e; r++) {
+        ak_cuda_args a = c->a;
+        a.acc = r;
+        a.act = r == rows - 1;
+        e = (int)ak_launch(k_sample, dim3(c->aux[0]), dim3(AK_SAMPLE_THREADS), smem_bytes(p->vocab), x->stream, a);
+    }
+    return e;
 }
