@@ -277,8 +277,10 @@ typedef struct {
     const char *grammar_after;    /* optional: the grammar applies only after this text has been generated
                                      (a thinking model's "</think>"); the reasoning before it is free */
     int spec_draft;               /* speculative decoding: up to this many drafted tokens are checked in one
-                                     pass of the model (0: off; at most AK_SPEC_MAX). The reply is the same
-                                     as without it, greedy or sampled (the draws are keyed by position) */
+                                     pass of the model (0: off; at most AK_SPEC_MAX). The reply is the one
+                                     decoding gives without it, greedy or sampled (the draws are keyed by
+                                     position), up to rounding: the check runs the prefill kernels, which can
+                                     round differently from the decode kernels and so flip a near tie */
     ak_session *draft;            /* with spec_draft: a session of a draft model with the same vocabulary,
                                      which writes the drafts; NULL: n-gram lookup in the prompt and the reply */
 } ak_generate_params;

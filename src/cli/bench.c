@@ -1,6 +1,7 @@
 /* akunu bench: prompt processing (ppN) and generation (tgN) throughput the way
  * llama-bench measures them, plus the weight bytes one decode step reads, the achieved
- * GB/s and its share of the measured read bandwidth (the roofline). */
+ * GB/s and its share of the measured read bandwidth (the roofline); with --sample, the
+ * generation again with the sampling that chat clients use. */
 #include "cli.h"
 #include <math.h>
 #include <stdio.h>
@@ -9,8 +10,10 @@
 #include <time.h>
 
 static const char *usage =
-    "usage: akunu bench -m FILE [-p 512] [-n 128] [-d DEPTH] [-t THREADS] [-r REPS] [--kv-f16|--kv-f32] [--backend cpu|cuda|auto] [--json]\n"
+    "usage: akunu bench -m FILE [-p 512] [-n 128] [-d DEPTH] [-t THREADS] [-r REPS] [--kv-f16|--kv-f32] [--backend cpu|cuda|auto] [--sample] [--json]\n"
     "       -d: run each test after DEPTH tokens already in the cache (llama-bench's -d; GB/s counts weights only)\n"
+    "       --sample: tgN again, sampled in the table as llama.cpp samples by default (temperature 0.8, top-k 40,\n"
+    "                 top-p 0.95, min-p 0.05, repeat penalty 1.1 over 64 tokens)\n"
     "       akunu bench -m FILE --bandwidth [-t THREADS] [--backend ...]   the backend's memory read bandwidth only\n";
 
 static double now(void) {
@@ -79,7 +82,7 @@ static int timed(ak_session *s, int vocab, int n_depth, int n_pp, int n_tg, doub
 
 int ak_cli_bench(int argc, char **argv) {
     int n_pp = 512, n_tg = 128, n_depth = 0, reps = 5, rc;
-    bool json = false, bw_only = false;
+    bool json = false, bw_only = false, sample = false;
     /* bench-only flags first; the rest goes to the common parser */
     char **rest = malloc(((size_t)argc + 3) * sizeof *rest);
     int nrest = 0;
@@ -91,6 +94,7 @@ int ak_cli_bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "-n")) dst = &n_tg;
         else if (!strcmp(argv[i], "-d") || !strcmp(argv[i], "--depth")) dst = &n_depth;
         else if (!strcmp(argv[i], "--json")) { json = true; continue; }
+        else if (!strcmp(argv[i], "--sample")) { sample = true; continue; }
         else if (!strcmp(argv[i], "--bandwidth")) { bw_only = true; continue; }
         if (dst) {
             char *end;
@@ -136,9 +140,15 @@ int ak_cli_bench(int argc, char **argv) {
         printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     }
     int vocab = ak_model_vocab(m), first = 1;
-    for (int test = 0; test < 2; test++) {
-        int pp = test == 0 ? n_pp : 0, tg = test == 1 ? n_tg : 0;
-        if (!pp && !tg) continue;
+    for (int test = 0; test < 3; test++) {
+        int pp = test == 0 ? n_pp : 0, tg = test >= 1 ? n_tg : 0;
+        if ((!pp && !tg) || (test == 2 && !sample)) continue;
+        if (test == 2) {   /* sampled as llama.cpp samples by default, in the table */
+            ak_sampling_params sp = ak_sampling_default_params();
+            sp.repeat_penalty = 1.1f;
+            sp.seed = 1;
+            if (ak_session_set_sampling(s, &sp, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); rc = 1; goto done; }
+        }
         double warm, *v = malloc((size_t)reps * sizeof *v);
         if ((rc = timed(s, vocab, n_depth, pp, tg, &warm))) { free(v); goto done; }
         for (int r = 0; r < reps && !rc; r++) rc = timed(s, vocab, n_depth, pp, tg, &v[r]);
@@ -148,6 +158,7 @@ int ak_cli_bench(int argc, char **argv) {
         char tname[32];
         if (n_depth) snprintf(tname, sizeof tname, "%s%d @ d%d", pp ? "pp" : "tg", pp ? pp : tg, n_depth);
         else snprintf(tname, sizeof tname, "%s%d", pp ? "pp" : "tg", pp ? pp : tg);
+        if (test == 2) strcat(tname, " sampled");
         double gbps = tg ? bpt * st.median / 1e9 : 0;
         if (json) {
             printf("%s  {\"model\": \"%s\", \"size_gib\": %.4f, \"params_b\": %.4f, \"backend\": \"%s\", \"threads\": %d, "
