@@ -138,7 +138,8 @@ static void attention_block(builder *b, int l) {
                    .ld_q = b->qkv_ld, .max_seq = b->o->max_seq, .kv_f16 = b->o->kv_f16,
                    .window = L->sliding ? cfg->sliding_window : 0, .causal = m->arch->causal,
                    .scale = cfg->attn_scale, .softcap = cfg->attn_softcap};
-    c = emit(b, b->o->prefill ? AK_K_ATTN_PREFILL : AK_K_ATTN_DECODE, &a, sizeof a, (uint32_t)cfg->n_heads, "attention", l);
+    c = emit(b, b->o->prefill && !b->o->decode_attn ? AK_K_ATTN_PREFILL : AK_K_ATTN_DECODE, &a, sizeof a,
+             (uint32_t)cfg->n_heads, "attention", l);
     if (c) {
         ak_cmd_bind(c, 0, AK_BUF_QKV, 0);
         ak_cmd_bind(c, 1, AK_BUF_KV, 2 * (size_t)l * lb);

@@ -259,7 +259,8 @@ int ak_session_verify_rows(const ak_session *s) {
 static ak_status verify_table(ak_session *s, ak_err *err) {
     if (s->enc_verify) return AK_OK;
     ak_build_opts o = {.prefill = true, .rows = ak_session_verify_rows(s), .max_seq = s->p.n_ctx,
-                       .kv_f16 = s->p.kv_type == AK_KV_F16, .logits_all = true, .pick_all = true};
+                       .kv_f16 = s->p.kv_type == AK_KV_F16, .logits_all = true, .pick_all = true,
+                       .decode_attn = s->be->attn_decode_rows};
     void *bufs[AK_BUF_COUNT];
     memcpy(bufs, s->bufs, sizeof bufs);
     ak_status st = s->be->buf_alloc(s->be, (size_t)o.rows * s->m->cfg.vocab * sizeof(float), &s->verify_logits, err);

@@ -72,6 +72,36 @@ int main(int argc, char **argv) {
         }
         CHECK(ended >= 2, "%d of 6 sampled replies ended their turn", ended);
         CHECK(same == 6, "table and host sampler agree on %d of 6 seeds", same);
+        /* speculative decoding on a task that repeats its prompt: the same ids, greedy and
+         * sampled (int8 activations turn any difference in rounding into a different
+         * logit, so the check must round as decoding does) */
+        static const char task[] = "Repeat this list exactly: apples, pears, plums, cherries, grapes, lemons, limes, "
+                                   "oranges, peaches, melons, figs, dates, kiwis, mangoes.";
+        ak_chat_message t = {.role = "user", .content = task};
+        char *tt = NULL;
+        int32_t tids[256];
+        int tn = 0;
+        CHECK(ak_chat_render(m, &t, 1, true, &tt, &err) == AK_OK && tt &&
+                  ak_tokenize(m, tt, strlen(tt), false, true, tids, 256, &tn, &err) == AK_OK, "%s", err.msg);
+        for (int sampled = 0; sampled < 2 && tn > 0; sampled++) {
+            ak_generate_params p = ak_generate_default_params();
+            int32_t x[96], y[96];
+            p.n_predict = 96;
+            p.ids_cap = 96;
+            if (sampled) p.sampling = ak_sampling_default_params(), p.sampling.seed = 5;
+            ak_generate_result r1, r2;
+            p.ids_out = x;
+            CHECK(ak_generate(s, tids, tn, &p, NULL, NULL, &r1, &err) == AK_OK, "%s", err.msg);
+            p.ids_out = y;
+            p.spec_draft = 8;
+            CHECK(ak_generate(s, tids, tn, &p, NULL, NULL, &r2, &err) == AK_OK, "%s", err.msg);
+            CHECK(r1.n_generated == r2.n_generated && !memcmp(x, y, (size_t)r1.n_generated * sizeof *x),
+                  "speculation changed the %s reply", sampled ? "sampled" : "greedy");
+            CHECK(r2.n_accepted > 0, "%s: %d of %d drafts accepted", sampled ? "sampled" : "greedy", r2.n_accepted, r2.n_drafted);
+            printf("spec %s: %d tokens, %d drafted, %d accepted\n", sampled ? "sampled" : "greedy", r2.n_generated,
+                   r2.n_drafted, r2.n_accepted);
+        }
+        free(tt);
     }
     free(text);
     ak_session_free(s);

@@ -1,5 +1,5 @@
 /* Attention over the head-major KV cache ([kv_head][max_seq][head_dim] per layer):
- * decode (one query per head, two passes over the keys) and prefill as tiled flash
+ * decode (one query per head and row, two passes over the keys) and prefill as tiled flash
  * attention (online softmax over key blocks), with GQA, causal mask, sliding window
  * and logit softcap. */
 #include "backend/cpu/cpu.h"
@@ -130,10 +130,13 @@ void ak_cpu_attn_decode(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) 
     int64_t lo_h, hi_h;
     ak_split(p->n_heads, ith, nth, &lo_h, &hi_h);
     float *sc = tls->scratch, *tmp = sc + p->max_seq, *acc = tmp + hd;
-    int q = p->pos + p->n - 1, lo, hi;
-    key_range(p, q, &lo, &hi);
+    /* every row, each as its own one-query decode (speculative verification checks n
+     * rows with the arithmetic of n decode steps) */
+    for (int r = 0; r < p->n; r++)
     for (int64_t h = lo_h; h < hi_h; h++) {
-        const float *qv = (const float *)c->b[0] + (size_t)(p->n - 1) * p->ld_q + (size_t)h * hd;
+        int q = p->pos + r, lo, hi;
+        key_range(p, q, &lo, &hi);
+        const float *qv = (const float *)c->b[0] + (size_t)r * p->ld_q + (size_t)h * hd;
         size_t base = (size_t)(h / group) * p->max_seq;
         /* score() a row at a time: the softcap (Gemma 2) and the exponentials on vectors */
         for (int j = lo; j < hi; j++) sc[j] = ak_dot_f32(hd, qv, cache_row(c->b[1], p->kv_f16, base + j, hd, tmp)) * p->scale;
@@ -143,7 +146,7 @@ void ak_cpu_attn_decode(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) 
         const float l = exp_sub_row(sc + lo, hi - lo, m);
         memset(acc, 0, (size_t)hd * sizeof(float));
         for (int j = lo; j < hi; j++) axpy(acc, sc[j], cache_row(c->b[2], p->kv_f16, base + j, hd, tmp), hd);
-        float *out = (float *)c->b[3] + (size_t)(p->n - 1) * p->n_heads * hd + (size_t)h * hd;
+        float *out = (float *)c->b[3] + (size_t)r * p->n_heads * hd + (size_t)h * hd;
         for (int k = 0; k < hd; k++) out[k] = acc[k] / l;
     }
 }
