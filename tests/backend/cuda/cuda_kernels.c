@@ -198,9 +198,10 @@ static void one_mm(const ak_dtype *dt, int nseg, int K, const int *N, int n, int
     size_t ny = (size_t)rows_out * ld_y;
     double *ref = calloc(ny, sizeof(double)), *xi = malloc((size_t)K * sizeof(double));
     float *row = malloc((size_t)K * sizeof(float));
-    /* one x row of a quant type on aligned rows: the streaming or the int8 kernel */
+    /* up to 8 x rows of a quant type on aligned rows: the streaming or the int8 kernel, a
+     * launch a row */
     bool int8[3] = {false, false, false};
-    for (int s = 0; s < nseg; s++) int8[s] = !is_float(dt[s]) && (n == 1 || last) && misalign == 0;
+    for (int s = 0; s < nseg; s++) int8[s] = !is_float(dt[s]) && (n <= 8 || last) && misalign == 0;
     for (int i = 0; i < rows_out; i++) {
         const float *xf = (const float *)w.data[AK_BUF_XN] + (size_t)(last ? n - 1 : i) * ld_x;
         for (int s = 0, col = 0; s < nseg; col += N[s], s++) {
@@ -259,6 +260,7 @@ static void test_matmul(void) {
     int N3[3] = {64, 32, 32};
     one_mm(mixed, 3, 512, N3, 1, 0, 1, 0);
     one_mm(mixed, 3, 512, N3, 24, 0, 1, 0);
+    one_mm(mixed, 3, 512, N3, 3, 0, 1, 0);   /* a few rows: a launch a row and segment */
     int Nbig[3] = {4096 + 64, 0, 0};   /* many blocks, the fast path's full grid */
     ak_dtype q4[3] = {AK_Q4_0, AK_Q4_0, AK_Q4_0}, q8[3] = {AK_Q8_0, AK_Q8_0, AK_Q8_0};
     one_mm(q4, 1, 4096, Nbig, 1, 0, 0, 0);
@@ -530,11 +532,14 @@ static void test_decode_layers(void) {
          * its own codes): 2.6e-2. A wrong row or pair is off by order 1. */
         const double tol = gated ? 5e-2 : 3e-2;
         CHECK(dx <= tol && d_o <= tol, "decode layers variant %d: x rel %.3g, out rel %.3g", v, dx, d_o);
-        /* and against the CPU backend, which rounds the inputs to the same codes */
+        /* and against the CPU backend, which rounds the inputs to the same codes, but sums
+         * in another order: a value on a rounding boundary takes the next code on one of
+         * them and the difference grows through the layers (1e-7 to 6e-3 alone, up to
+         * 1.1e-2 through the gated layer's extra roundings, over random draws) */
         float *cx = run_on(cpu, &tb, &w, r, AK_BUF_X, 0, D);
         for (int k = 0; k < D; k++) t[k] = cx ? cx[k] : 0.0;
         const double dc = cx ? vs_ref(gx, t, D) : 1.0;
-        CHECK(dc <= 1e-2, "decode layers variant %d: x rel %.3g against the CPU backend", v, dc);
+        CHECK(dc <= (gated ? 2e-2 : 1e-2), "decode layers variant %d: x rel %.3g against the CPU backend", v, dc);
         CHECK(!gated || gu_untouched(&tb, &w, r, H) == (v == 3), "decode layers variant %d: act(g) * u went out as %s", v,
               v == 3 ? "floats, not as the down projection's codes" : "codes (only the streaming kernel makes them)");
         printf("decode layers variant %d (%s%s): x rel %.2e, out rel %.2e; against the CPU x rel %.2e\n", v, ak_dtype_info[q].name,
