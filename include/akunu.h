@@ -279,9 +279,9 @@ typedef struct {
     int spec_draft;               /* speculative decoding: up to this many drafted tokens are checked in one
                                      pass of the model (0: off; at most AK_SPEC_MAX). The reply is the one
                                      decoding gives without it, greedy or sampled (the draws are keyed by
-                                     position): on the CPU the check rounds as the decode steps do; the CUDA
-                                     backend checks with its prefill kernels, whose different rounding can
-                                     flip a near tie */
+                                     position): on the CPU the check rounds every row bit for bit as its
+                                     decode step; the CUDA backend checks with its prefill kernels, whose
+                                     different rounding can flip a near tie */
     ak_session *draft;            /* with spec_draft: a session of a draft model with the same vocabulary,
                                      which writes the drafts; NULL: n-gram lookup in the prompt and the reply */
 } ak_generate_params;

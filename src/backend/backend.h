@@ -34,7 +34,8 @@ struct ak_backend {
      * free GPU memory), so a session too large fails with its size instead of the OOM killer. */
     uint64_t (*mem_available)(ak_backend *b);
     bool weights_copied;   /* buf_import copies the weights (a GPU): they count against mem_available */
-    bool attn_decode_rows; /* its decode attention takes several rows, each as one decode step would */
+    bool rows_as_decode;   /* it runs n rows as n decode steps would round them: its decode attention takes
+                              several rows, and its GEMMs honour ak_p_mm.rowwise */
     void (*destroy)(ak_backend *b);
 };
 

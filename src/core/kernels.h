@@ -44,6 +44,7 @@ typedef struct {
     int32_t ld_x, ld_y;    /* row strides in floats */
     int32_t last_only;     /* GEMM: use only row n-1 of x, write row 0 of y */
     int32_t has_bias;      /* bias for segment 0 */
+    int32_t rowwise;       /* GEMM: each row rounds as a one-row GEMV (speculative verification) */
 } ak_p_mm;
 
 typedef struct { int32_t n, K, N, dtype, act, ld_gu; } ak_p_act_down; /* g at gu[0..K), u at gu[K..2K) */

@@ -65,7 +65,8 @@ void ak_build_buf_sizes(const ak_model *m, const ak_build_opts *o, size_t s[AK_B
 /* y[:, y_col..] = x W^T for up to three matrices side by side. */
 static ak_cmd *matmul(builder *b, const ak_tensor *const *w, int nw, ak_buf_id x, int ld_x, ak_buf_id y, int ld_y,
                       size_t y_col, const ak_tensor *bias, const char *label, int layer) {
-    ak_p_mm p = {.n = rows(b), .K = (int32_t)w[0]->ne0, .nseg = nw, .ld_x = ld_x, .ld_y = ld_y, .has_bias = bias != NULL};
+    ak_p_mm p = {.n = rows(b), .K = (int32_t)w[0]->ne0, .nseg = nw, .ld_x = ld_x, .ld_y = ld_y, .has_bias = bias != NULL,
+                 .rowwise = b->o->as_decode};
     uint32_t work = 0;
     for (int i = 0; i < nw; i++) {
         p.N[i] = (int32_t)w[i]->ne1;
@@ -138,7 +139,7 @@ static void attention_block(builder *b, int l) {
                    .ld_q = b->qkv_ld, .max_seq = b->o->max_seq, .kv_f16 = b->o->kv_f16,
                    .window = L->sliding ? cfg->sliding_window : 0, .causal = m->arch->causal,
                    .scale = cfg->attn_scale, .softcap = cfg->attn_softcap};
-    c = emit(b, b->o->prefill && !b->o->decode_attn ? AK_K_ATTN_PREFILL : AK_K_ATTN_DECODE, &a, sizeof a,
+    c = emit(b, b->o->prefill && !b->o->as_decode ? AK_K_ATTN_PREFILL : AK_K_ATTN_DECODE, &a, sizeof a,
              (uint32_t)cfg->n_heads, "attention", l);
     if (c) {
         ak_cmd_bind(c, 0, AK_BUF_QKV, 0);

@@ -11,8 +11,9 @@ typedef struct {
     bool kv_f16;
     bool logits_all;       /* prefill: logits for every row, not only the last */
     bool pick_all;         /* with logits_all: a token chosen from every row (speculative verification) */
-    bool decode_attn;      /* prefill rows through the decode attention, each as its decode step (a backend
-                              with attn_decode_rows): verification then rounds as decoding does */
+    bool as_decode;        /* prefill rows as decode steps: the decode attention a row at a time and GEMMs that
+                              round each row as a GEMV (a backend with rows_as_decode): verification then
+                              chooses exactly as decoding would */
     bool unfused;          /* emit the unfused variants (for testing the fused ones) */
 } ak_build_opts;
 

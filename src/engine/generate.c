@@ -331,7 +331,7 @@ static ak_status decode_spec(ak_session *s, gen *g, int32_t tok, int limit, int3
         }
         in[0] = tok;
         memcpy(in + 1, d, (size_t)got * sizeof *d);
-        if ((st = ak_session_verify(s, in, got + 1, y, err))) return st;
+        if ((st = ak_session_verify(s, in, got + 1, y, NULL, err))) return st;
         int a = 0;
         while (a < got && y[a] == d[a]) a++;
         r->n_drafted += got;

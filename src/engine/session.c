@@ -260,7 +260,7 @@ static ak_status verify_table(ak_session *s, ak_err *err) {
     if (s->enc_verify) return AK_OK;
     ak_build_opts o = {.prefill = true, .rows = ak_session_verify_rows(s), .max_seq = s->p.n_ctx,
                        .kv_f16 = s->p.kv_type == AK_KV_F16, .logits_all = true, .pick_all = true,
-                       .decode_attn = s->be->attn_decode_rows};
+                       .as_decode = s->be->rows_as_decode};
     void *bufs[AK_BUF_COUNT];
     memcpy(bufs, s->bufs, sizeof bufs);
     ak_status st = s->be->buf_alloc(s->be, (size_t)o.rows * s->m->cfg.vocab * sizeof(float), &s->verify_logits, err);
@@ -270,7 +270,7 @@ static ak_status verify_table(ak_session *s, ak_err *err) {
     return s->be->encode(s->be, &s->verify, bufs, &s->enc_verify, err);
 }
 
-ak_status ak_session_verify(ak_session *s, const int32_t *ids, int n, int32_t *picks, ak_err *err) {
+ak_status ak_session_verify(ak_session *s, const int32_t *ids, int n, int32_t *picks, float *logits, ak_err *err) {
     ak_status st;
     if ((st = decoder_only(s, err))) return st;
     if (n <= 0 || n > ak_session_verify_rows(s))
@@ -281,6 +281,7 @@ ak_status ak_session_verify(ak_session *s, const int32_t *ids, int n, int32_t *p
     ak_run r = {.pos = s->pos, .n = n, .steps = 1};
     if ((st = be->run(be, s->enc_verify, &r, err))) return st;
     if ((st = be->buf_read(be, s->bufs[AK_BUF_TOKENS], 4 * (size_t)(s->pos + 1), picks, 4 * (size_t)n, err))) return st;
+    if (logits && (st = be->buf_read(be, s->verify_logits, 0, logits, (size_t)n * s->m->cfg.vocab * 4, err))) return st;
     memcpy(s->ids + s->pos, ids, (size_t)n * sizeof *ids);
     s->pos += n;
     return AK_OK;

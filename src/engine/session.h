@@ -17,11 +17,11 @@ typedef struct ak_gvocab ak_gvocab;
 ak_status ak_session_gvocab(ak_session *s, const ak_gvocab **out, ak_err *err);
 /* Speculative verification: ids[0..n) at positions pos..pos+n-1 in one pass; picks[i]
  * receives the table's choice for position pos+1+i (argmax or the sample command's
- * draw), and the cache then holds all n (rewind past a rejected draft). At most
+ * draw), logits (may be NULL) every row's n * vocab floats, and the cache then holds all n (rewind past a rejected draft). At most
  * ak_session_verify_rows(s) ids (AK_SPEC_MAX + 1, or the prefill chunk); the table is
  * built at the first call. */
 int ak_session_verify_rows(const ak_session *s);
-ak_status ak_session_verify(ak_session *s, const int32_t *ids, int n, int32_t *picks, ak_err *err);
+ak_status ak_session_verify(ak_session *s, const int32_t *ids, int n, int32_t *picks, float *logits, ak_err *err);
 /* The model a session runs. */
 const ak_model *ak_session_model(const ak_session *s);
 

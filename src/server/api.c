@@ -173,6 +173,7 @@ static bool read_params(ak_srv *s, const cJSON *o, ak_job *j, ak_reply *r) {
     int cap = s->o.max_tokens;
     j->gp.n_predict = max_tokens > 0 && (cap <= 0 || max_tokens < cap) ? (int)max_tokens : cap > 0 ? cap : -1;
     j->gp.n_top = (int)top_logprobs;
+    j->gp.spec_draft = s->o.spec_draft;
     return true;
 }
 

@@ -12,7 +12,8 @@ static const char *usage =
     "usage: akunu serve -m FILE [--host 127.0.0.1] [--port 8080] [-c CTX] [-t THREADS] [--backend cpu|cuda|auto]\n"
     "                   [--kv-f16|--kv-f32] [--slots N] [--max-queue N] [--api-key KEY | --api-key-file F]\n"
     "                   [--rate-limit N (requests a minute per client)] [--timeout S] [--max-tokens N]\n"
-    "                   [--max-body BYTES] [--alias NAME] [-v]\n"
+    "                   [--max-body BYTES] [--alias NAME] [--spec ngram [--draft-max K]] [-v]\n"
+    "  --spec ngram: speculative decoding by prompt lookup, K drafted tokens (10) checked in one pass\n"
     "  an OpenAI-compatible server: /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models,\n"
     "  /health, /metrics, and a chat page at /\n";
 
@@ -42,6 +43,8 @@ static char *read_key(const char *path) {
 static int parse(int argc, char **argv, ak_srv_opts *o, char **key_owned) {
     *o = (ak_srv_opts){.host = "127.0.0.1", .port = 8080, .slots = 1, .max_queue = 64, .timeout_s = 600,
                        .max_body = 8 << 20, .backend = AK_BACKEND_CPU, .kv = AK_KV_AUTO};
+    bool spec = false;
+    int draft_max = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long x = 0;
@@ -66,6 +69,11 @@ static int parse(int argc, char **argv, ak_srv_opts *o, char **key_owned) {
         else if (!strcmp(a, "--timeout") && (ok = num(a, v, 0, 1 << 20, &x))) o->timeout_s = (int)x;
         else if (!strcmp(a, "--max-tokens") && (ok = num(a, v, 0, 1 << 24, &x))) o->max_tokens = (int)x;
         else if (!strcmp(a, "--max-body") && (ok = num(a, v, 1024, 1L << 30, &x))) o->max_body = (size_t)x;
+        else if (!strcmp(a, "--spec")) {
+            if (!v || strcmp(v, "ngram")) { fprintf(stderr, "akunu serve: --spec expects ngram (draft models: akunu run)\n"); return 2; }
+            spec = true;
+        }
+        else if (!strcmp(a, "--draft-max") && (ok = num(a, v, 1, AK_SPEC_MAX, &x))) draft_max = (int)x;
         else if (!strcmp(a, "--backend")) {
             if (v && !strcmp(v, "cpu")) o->backend = AK_BACKEND_CPU;
             else if (v && !strcmp(v, "cuda")) o->backend = AK_BACKEND_CUDA;
@@ -84,6 +92,8 @@ static int parse(int argc, char **argv, ak_srv_opts *o, char **key_owned) {
         }
     }
     if (!o->model_path) { fprintf(stderr, "akunu serve: -m FILE is required\n%s", usage); return 2; }
+    if (draft_max && !spec) { fprintf(stderr, "akunu serve: --draft-max goes with --spec ngram\n"); return 2; }
+    o->spec_draft = spec ? (draft_max ? draft_max : 10) : 0;
     return 0;
 }
 

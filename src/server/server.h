@@ -15,6 +15,7 @@ typedef struct ak_srv ak_srv;
 typedef struct {
     const char *model_path, *host, *api_key, *model_name;
     int port, ctx, threads, slots, max_queue, rate_per_min, timeout_s, max_tokens;
+    int spec_draft;           /* --spec ngram: prompt-lookup drafts of up to this many tokens (0: off) */
     size_t max_body;
     ak_backend_kind backend;
     ak_kv_type kv;

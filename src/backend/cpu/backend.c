@@ -298,7 +298,7 @@ ak_status ak_backend_cpu_create(int n_threads, ak_backend **out, ak_err *err) {
     if (!cb->pool) { free(cb); return ak_fail(err, AK_ERR_BACKEND, "cpu: cannot start %d threads", n_threads); }
     ak_backend *b = &cb->base;
     b->name = "cpu";
-    b->attn_decode_rows = true;
+    b->rows_as_decode = true;
     b->n_threads = n_threads;
     b->buf_import = cpu_import;
     b->buf_alloc = cpu_alloc;

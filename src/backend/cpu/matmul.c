@@ -134,7 +134,7 @@ static void mm_panels(void *const pk[3], const ak_p_mm *p, const segs *s, int n,
         if (ak_act_q8(s->t[i])) {
             if (!xq) ak_panel_q_quantize(p->K, x, p->ld_x, n, sp);
             xq = true;
-            ak_panel_q_mm_pre(s->t[i], pk[i], p->N[i], p->K, a, b, sp, n, y + s->start[i], p->ld_y, bs);
+            ak_panel_q_mm_pre(s->t[i], pk[i], p->N[i], p->K, a, b, sp, n, y + s->start[i], p->ld_y, bs, p->rowwise);
         } else {
             ak_panel_mm(s->t[i], pk[i], p->N[i], p->K, a, b, x, p->ld_x, n, y + s->start[i], p->ld_y, bs, sp);
             xq = false;   /* the float family may use the scratch its own way */

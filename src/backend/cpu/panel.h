@@ -44,7 +44,7 @@ void ak_panel_q_mm(ak_dtype t, const void *w, int64_t N, int64_t K, int64_t p0, 
  * layout is the same for every block type), ak_panel_q_mm_pre multiplies them. */
 void ak_panel_q_quantize(int64_t K, const float *x, int64_t ldx, int n, void *xa);
 void ak_panel_q_mm_pre(ak_dtype t, const void *w, int64_t N, int64_t K, int64_t p0, int64_t p1,
-                       const void *xa, int n, float *y, int64_t ldy, const float *bias);
+                       const void *xa, int n, float *y, int64_t ldy, const float *bias, bool rowwise);
 
 /* The float family (panel_f.c), called by panel.c for F32, F16 and BF16. */
 bool ak_panel_f_supported(ak_dtype t, int64_t K);
