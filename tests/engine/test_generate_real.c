@@ -71,6 +71,47 @@ out:
     ak_model_free(m);
 }
 
+/* The real draft pair: Qwen2.5-Coder-0.5B drafting for the 1.5B (the same vocabulary)
+ * gives the 1.5B's own greedy reply, most drafts accepted. */
+static void draft_pair(const char *dir) {
+    char p0[4096], p1[4096];
+    snprintf(p0, sizeof p0, "%s/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", dir);
+    snprintf(p1, sizeof p1, "%s/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", dir);
+    ak_model *dm = NULL, *tm = NULL;
+    ak_session *ds = NULL, *ts = NULL;
+    ak_err err;
+    char *text = NULL;
+    if (ak_model_load(p0, &dm, &err) || ak_model_load(p1, &tm, &err) || ak_session_create(dm, NULL, &ds, &err) ||
+        ak_session_create(tm, NULL, &ts, &err)) {
+        CHECK(0, "%s (scripts/get-model all)", err.msg);
+        goto out;
+    }
+    ak_chat_message q = {.role = "user", .content = "Write a C function that returns the larger of two ints."};
+    int32_t ids[256], x[48], y[48];
+    int n = 0;
+    CHECK(ak_chat_render(tm, &q, 1, true, &text, &err) == AK_OK && text &&
+              ak_tokenize(tm, text, strlen(text), false, true, ids, 256, &n, &err) == AK_OK, "%s", err.msg);
+    ak_generate_params p = ak_generate_default_params();
+    p.n_predict = 48;
+    p.ids_cap = 48;
+    ak_generate_result r1, r2;
+    p.ids_out = x;
+    CHECK(n > 0 && ak_generate(ts, ids, n, &p, NULL, NULL, &r1, &err) == AK_OK, "%s", err.msg);
+    p.ids_out = y;
+    p.spec_draft = 6;
+    p.draft = ds;
+    CHECK(n > 0 && ak_generate(ts, ids, n, &p, NULL, NULL, &r2, &err) == AK_OK, "%s", err.msg);
+    CHECK(r1.n_generated == r2.n_generated && !memcmp(x, y, (size_t)r1.n_generated * sizeof *x), "the draft pair changed the reply");
+    CHECK(r2.n_accepted * 2 > r2.n_drafted, "the draft pair: %d of %d accepted", r2.n_accepted, r2.n_drafted);
+    printf("draft pair: %d tokens, %d drafted, %d accepted\n", r2.n_generated, r2.n_drafted, r2.n_accepted);
+out:
+    free(text);
+    ak_session_free(ds);
+    ak_session_free(ts);
+    ak_model_free(dm);
+    ak_model_free(tm);
+}
+
 int main(int argc, char **argv) {
     char path[4096];
     snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", argc > 1 ? argv[1] : "models");
@@ -142,6 +183,7 @@ int main(int argc, char **argv) {
     ak_model_free(m);
     snprintf(path, sizeof path, "%s/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", argc > 1 ? argv[1] : "models");
     verify_rounds_as_decode(path);
+    draft_pair(argc > 1 ? argv[1] : "models");
     snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", argc > 1 ? argv[1] : "models");
     verify_rounds_as_decode(path);
     return ak_test_done();
