@@ -5,7 +5,8 @@
  * the llama fixture: greedy ids equal Hugging Face's continuation, n_predict, the
  * context's end, cancellation within one token (the KV cache rewound to it), reuse of
  * the cached prefix, seeded sampling that reproduces, and each token's probabilities;
- * sampling in the table equals the host sampler, whatever the chunks and chains. */
+ * sampling in the table equals the host sampler, whatever the chunks and chains;
+ * speculative decoding keeps the ids; a deferred grammar starts after its text. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -400,6 +401,51 @@ static void test_sampled_chain(const ak_fx *f, ak_model *m) {
     }
 }
 
+/* A deferred grammar (grammar_after, a thinking model's "</think>"): the reply is free
+ * until the start text has appeared, then follows the grammar to its end. The start text
+ * is the greedy reply's second and third tokens, so the free part is greedy's. */
+static void test_grammar_after(const ak_fx *f, ak_model *m) {
+    ak_session *s = session(m, 128);
+    if (!s) return;
+    ak_err err;
+    int32_t want[16];
+    CHECK(ak_json_ints(f->manifest, "llama", "greedy_continuation", want, 16) == 16, "manifest continuation");
+    char start[256];
+    size_t sn = 0;
+    for (int i = 1; i < 3; i++) {   /* (token 0 is a lone byte: the stream shows it as U+FFFD) */
+        size_t k = 0;
+        CHECK(ak_token_to_piece(m, want[i], false, start + sn, sizeof start - sn, &k, &err) == AK_OK, "%s", err.msg);
+        sn += k;
+    }
+    start[sn] = 0;
+    sink k = {0};
+    ak_generate_params p = ak_generate_default_params();
+    p.n_predict = 40;
+    p.grammar = "root ::= \"<\" [0-9]{3} \">\"";
+    p.grammar_after = start;
+    ak_generate_result r;
+    CHECK(sn > 0 && ak_generate(s, f->prompt, f->n_prompt, &p, on_piece, &k, &r, &err) == AK_OK, "%s", err.msg);
+    const char *tail = k.text + (k.len >= 5 ? k.len - 5 : 0);
+    bool form = k.len >= sn + 5 && tail[0] == '<' && tail[4] == '>' && !memcmp(tail - sn, start, sn);
+    for (int i = 1; i < 4 && form; i++) form = tail[i] >= '0' && tail[i] <= '9';
+    CHECK(r.stop == AK_STOP_EOG && form && r.n_generated == 3 + 5 + 1,
+          "deferred grammar: '%s' should be greedy's first tokens, '%s', <ddd> and the end (stop %d, %d tokens)", k.text,
+          start, (int)r.stop, r.n_generated);
+    /* a start text that never appears leaves the reply free: greedy's ids */
+    int32_t ids[16];
+    p.n_predict = 16;
+    p.ids_out = ids;
+    p.ids_cap = 16;
+    p.grammar_after = "\x01never\x02";
+    CHECK(ak_generate(s, f->prompt, f->n_prompt, &p, NULL, NULL, &r, &err) == AK_OK && !memcmp(ids, want, sizeof ids),
+          "a grammar that never starts changed the reply");
+    /* a bad grammar is refused with where */
+    p.grammar = "root ::= [z-a]";
+    CHECK(ak_generate(s, f->prompt, f->n_prompt, &p, NULL, NULL, &r, &err) == AK_ERR_ARG && strstr(err.msg, "line 1"),
+          "a bad grammar: %s", err.msg);
+    ak_session_free(s);
+}
+
 /* Speculative decoding: the same ids as plain decoding, greedy and sampled, drafted by
  * prompt lookup or by a draft model (the fixture in F16 drafting for its F32 self); the
  * cache after rejected drafts is the cache of the ids kept (the next logits equal a
@@ -487,6 +533,7 @@ int main(void) {
         test_loop(&f, m);
         test_sampled_chain(&f, m);
         test_spec(&f, m);
+        test_grammar_after(&f, m);
         ak_model_free(m);
     }
     ak_fx_close(&f);
