@@ -17,28 +17,37 @@ except ImportError:
     sys.exit(77)
 
 
-def main():
+def check_dir(d):
+    """Every DIR/NAME.samples (NUL-separated texts) against DIR/NAME.schema.json: the
+    schema files found, the samples checked and those that do not validate (printed)."""
     failures = checked = 0
+    schemas = sorted(glob.glob(os.path.join(d, "*.schema.json")))
+    for path in schemas:
+        with open(path, encoding="utf-8") as f:
+            validator = jsonschema.Draft202012Validator(json.load(f))
+        with open(path[: -len("schema.json")] + "samples", "rb") as f:
+            samples = [s for s in f.read().split(b"\0") if s]
+        if not samples:
+            failures += 1
+            print(f"FAIL {os.path.basename(path)}: no samples")
+        for s in samples:
+            checked += 1
+            try:
+                validator.validate(json.loads(s.decode("utf-8")))
+            except Exception as e:  # noqa: BLE001 - any failure is a finding
+                failures += 1
+                if failures <= 20:
+                    print(f"FAIL {os.path.basename(path)}: {s!r}: {str(e).splitlines()[0]}")
+    return len(schemas), checked, failures
+
+
+def main():
     with tempfile.TemporaryDirectory() as d:
         # its own failures are test_schema's to report; the samples are checked here
         subprocess.run([sys.argv[1], "--dump", d], check=False)
-        schemas = sorted(glob.glob(os.path.join(d, "*.schema.json")))
-        assert schemas, "no schemas dumped"
-        for path in schemas:
-            with open(path, encoding="utf-8") as f:
-                schema = json.load(f)
-            validator = jsonschema.Draft202012Validator(schema)
-            with open(path[: -len("schema.json")] + "samples", "rb") as f:
-                samples = [s for s in f.read().split(b"\0") if s]
-            for s in samples:
-                checked += 1
-                try:
-                    validator.validate(json.loads(s.decode("utf-8")))
-                except Exception as e:  # noqa: BLE001 - any failure is a finding
-                    failures += 1
-                    if failures <= 20:
-                        print(f"FAIL {os.path.basename(path)}: {s!r}: {str(e).splitlines()[0]}")
-    print(f"test_schema.py: {checked} samples over {len(schemas)} schemas, {failures} invalid")
+        n, checked, failures = check_dir(d)
+        assert n, "no schemas dumped"
+    print(f"test_schema.py: {checked} samples over {n} schemas, {failures} invalid")
     return 1 if failures else 0
 
 
