@@ -768,6 +768,70 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_k(ak_cuda_args a, seg
     }
 }
 
+/* Several x rows (2..AK_CUDA_GEMV_BATCH: a short prefill chunk, a speculative check)
+ * against rows in the file's layout: each row's codes in shared memory (gq_prep, one
+ * after another), a warp per weight row, each unit decoded once for all x rows. The
+ * weights are read once, as by a one-row GEMV. */
+template <int DT>
+__global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_km(ak_cuda_args a, seg_range sr) {
+    extern __shared__ __align__(16) uint8_t smem[];
+    AK_KERNEL_ENTRY(ak_p_mm, p);
+    constexpr int MM = AK_CUDA_GEMV_BATCH;
+    const int K = p.K, nb = K / 32, lane = threadIdx.x & 31, wid = threadIdx.x >> 5, M = p.n;
+    const size_t S = gq_x_bytes(K), rb = ak_cuda_row_bytes(DT, K);
+    for (int m = 0; m < M; m++) {
+        int8_t *xq = (int8_t *)(smem + (size_t)m * S);
+        float *xd = (float *)(xq + K);
+        const float *x = (const float *)a.b[3] + (size_t)m * p.ld_x;
+        if (4 * nb <= AK_GQ_THREADS) gq_prep<4, AK_CUDA_PRO_NONE, false>(a, x, K, nb, xq, xd, (int *)(xd + nb), 0);
+        else gq_prep<1, AK_CUDA_PRO_NONE, false>(a, x, K, nb, xq, xd, (int *)(xd + nb), 0);
+    }
+    __syncthreads();
+    const int c0 = seg_start(p, sr.g0), c1 = seg_start(p, sr.g1);
+    float *y = (float *)a.b[4];
+    const float *bias = p.has_bias ? (const float *)a.b[5] : NULL;
+    for (int col = c0 + blockIdx.x * AK_GQ_WARPS + wid; col < c1; col += gridDim.x * AK_GQ_WARPS) {
+        const int g = seg_of(p, col);
+        const uint8_t *row = seg_w(a, g) + (size_t)(col - seg_start(p, g)) * rb;
+        float acc[MM];
+#pragma unroll
+        for (int m = 0; m < MM; m++) acc[m] = 0.f;
+        for (int u = lane; u < nb; u += 32) {
+            kq_unit w;
+            kq_decode<DT>(row, nb, u, w);
+#pragma unroll
+            for (int gi = 0; gi < 2; gi++)
+#pragma unroll
+                for (int m = 0; m < MM; m++) {
+                    if (m >= M) break;
+                    const int8_t *xq = (const int8_t *)(smem + (size_t)m * S);
+                    const int4 xv = *(const int4 *)(xq + w.off[gi]);
+                    const float dx = ((const float *)(xq + K))[w.off[gi] / 32];
+                    int dot = __dp4a(w.q[gi][0], xv.x, 0);
+                    dot = __dp4a(w.q[gi][1], xv.y, dot);
+                    dot = __dp4a(w.q[gi][2], xv.z, dot);
+                    dot = __dp4a(w.q[gi][3], xv.w, dot);
+                    float v = w.a[gi] * (float)dot;
+                    if constexpr (kq_has_b<DT>()) {
+                        int sx = __dp4a(xv.x, 0x01010101, 0);
+                        sx = __dp4a(xv.y, 0x01010101, sx);
+                        sx = __dp4a(xv.z, 0x01010101, sx);
+                        sx = __dp4a(xv.w, 0x01010101, sx);
+                        v += w.b[gi] * (float)sx;
+                    }
+                    acc[m] += dx * v;
+                }
+        }
+        const float b = bias && col < p.N[0] ? bias[col] : 0.f;
+#pragma unroll
+        for (int m = 0; m < MM; m++) {
+            if (m >= M) break;
+            const float v = ak_warp_sum(acc[m]);
+            if (lane == 0) y[(size_t)m * p.ld_y + col] = v + b;
+        }
+    }
+}
+
 /* Generic: one warp per output row, M <= AK_CUDA_GEMV_BATCH x rows. */
 __global__ void __launch_bounds__(AK_GEMV_THREADS) k_gemv_generic(ak_cuda_args a, seg_range sr) {
     AK_KERNEL_ENTRY(ak_p_mm, p);
@@ -963,6 +1027,19 @@ static cudaError_t launch_segs(const ak_cuda_args &a, const ak_p_mm *p, int g0, 
         }
     }
     if (a.pro || a.acc || a.gated) return cudaErrorInvalidValue;   /* the encoder fuses only what fast_ok takes */
+    bool stream1 = false;
+    if (m_rows > 1 && !p->last_only && p->ld_x % 4 == 0 && fast_ok(a, p, g0, g1, &stream1) && !stream1 &&
+        kq_type(p->dtype[g0]) && m_rows * gq_x_bytes(p->K) <= AK_GQ_SMEM_MAX) {
+        int blocks = ak_cdiv(total, AK_GQ_WARPS);
+        if (blocks > ak_cuda_n_sm) blocks = ak_cuda_n_sm;
+        const size_t sm = (size_t)m_rows * gq_x_bytes(p->K);
+        switch (p->dtype[g0]) {
+#define KM(T) case T: return ak_launch(k_gemv_km<T>, dim3(blocks), dim3(AK_GQ_THREADS), sm, st, a, sr);
+        KM(AK_Q4_0) KM(AK_Q8_0) KM(AK_Q4_1) KM(AK_Q5_0) KM(AK_Q5_1) KM(AK_Q2_K) KM(AK_Q3_K) KM(AK_Q4_K) KM(AK_Q5_K) KM(AK_Q6_K)
+#undef KM
+        default: break;
+        }
+    }
     if (m_rows > 1 && !p->last_only && p->ld_x % 4 == 0 && fast_ok(a, p, g0, g1)) {
         /* a few rows (a short prefill chunk, a speculative check): the one-row kernels once
          * a row, at the weights' bandwidth each; the generic kernel below ran an 8B model's
@@ -1029,8 +1106,21 @@ template <int DT> static cudaError_t gk_init() {
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_k<DT, AK_CUDA_PRO_MERGE>, cudaFuncAttributeMaxDynamicSharedMemorySize, sm);
     return e;
 }
+template <int DT> static cudaError_t km_init() {
+    return cudaFuncSetAttribute(k_gemv_km<DT>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+}
 extern "C" int ak_cuda_init_gemv(void) {
-    cudaError_t e = gk_init<AK_F32>();
+    cudaError_t e = km_init<AK_Q4_0>();
+    if (e == cudaSuccess) e = km_init<AK_Q8_0>();
+    if (e == cudaSuccess) e = km_init<AK_Q4_1>();
+    if (e == cudaSuccess) e = km_init<AK_Q5_0>();
+    if (e == cudaSuccess) e = km_init<AK_Q5_1>();
+    if (e == cudaSuccess) e = km_init<AK_Q2_K>();
+    if (e == cudaSuccess) e = km_init<AK_Q3_K>();
+    if (e == cudaSuccess) e = km_init<AK_Q4_K>();
+    if (e == cudaSuccess) e = km_init<AK_Q5_K>();
+    if (e == cudaSuccess) e = km_init<AK_Q6_K>();
+    if (e == cudaSuccess) e = gk_init<AK_F32>();
     if (e == cudaSuccess) e = gk_init<AK_F16>();
     if (e == cudaSuccess) e = gk_init<AK_BF16>();
     if (e == cudaSuccess) e = gq_init<AK_Q8_0, 1>();
