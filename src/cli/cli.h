@@ -57,5 +57,7 @@ int ak_cli_print_piece(const char *text, size_t len, void *user);
 /* The generation parameters the options give. */
 ak_generate_params ak_cli_gen_params(const ak_cli_opts *o);
 double ak_cli_now(void);
+/* A whole file, NUL-terminated, its length in *n (malloc'd); NULL when it cannot be read. */
+char *ak_cli_read_file(const char *path, size_t *n);
 
 #endif

@@ -166,3 +166,18 @@ int ak_cli_open(const ak_cli_opts *o, bool logits_all, ak_model **m, ak_session 
 }
 
 const char *ak_cli_kv_name(const ak_session *s) { return ak_session_kv_type(s) == AK_KV_F16 ? "f16" : "f32"; }
+
+char *ak_cli_read_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap + 1);
+    for (size_t r; buf && (r = fread(buf + len, 1, cap - len, f)) > 0;) {
+        len += r;
+        if (len == cap) { char *b = realloc(buf, 2 * cap + 1); if (!b) { free(buf); buf = NULL; break; } buf = b; cap *= 2; }
+    }
+    if (ferror(f)) { free(buf); buf = NULL; }
+    fclose(f);
+    if (buf) { buf[len] = 0; *n = len; }
+    return buf;
+}

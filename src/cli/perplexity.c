@@ -12,21 +12,6 @@ static const char *usage =
     "usage: akunu perplexity -m FILE -f TEXT_FILE [-c CTX (default 512)] [--chunks N (score the first N windows)]\n"
     "                        [--chunk N (prefill chunk)] [-t THREADS]\n";
 
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap + 1);
-    for (size_t r; buf && (r = fread(buf + len, 1, cap - len, f)) > 0;) {
-        len += r;
-        if (len == cap) { char *b = realloc(buf, 2 * cap + 1); if (!b) { free(buf); buf = NULL; break; } buf = b; cap *= 2; }
-    }
-    if (ferror(f)) { free(buf); buf = NULL; }
-    fclose(f);
-    if (buf) { buf[len] = 0; *n = len; }
-    return buf;
-}
-
 int ak_cli_perplexity(int argc, char **argv) {
     ak_cli_opts o;
     int rc = ak_cli_parse(argc, argv, &o, usage);
@@ -35,7 +20,7 @@ int ak_cli_perplexity(int argc, char **argv) {
     if (!o.ctx) o.ctx = 512;
     if (o.ctx < 16) { fprintf(stderr, "akunu: -c must be at least 16 for perplexity\n"); return 2; }
     size_t len;
-    char *text = slurp(o.file, &len);
+    char *text = ak_cli_read_file(o.file, &len);
     if (!text) { fprintf(stderr, "akunu: cannot read '%s'\n", o.file); return 1; }
     if (strlen(text) != len) { fprintf(stderr, "akunu: '%s' contains NUL bytes: not a text file\n", o.file); free(text); return 1; }
     ak_model *m;

@@ -41,22 +41,9 @@ static char *prompt_text(const ak_model *m, const char *user, bool raw, bool *te
 }
 
 static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "akunu: cannot open %s\n", path); return NULL; }
-    size_t cap = 4096, n = 0, k;
-    char *t = malloc(cap);
-    while (t && (k = fread(t + n, 1, cap - n - 1, f)) > 0) {
-        n += k;
-        if (n + 1 == cap) {
-            char *g = realloc(t, cap *= 2);
-            if (!g) { free(t); t = NULL; }
-            else t = g;
-        }
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (!t || bad) { fprintf(stderr, "akunu: cannot read %s\n", path); free(t); return NULL; }
-    t[n] = 0;
+    size_t n;
+    char *t = ak_cli_read_file(path, &n);
+    if (!t) fprintf(stderr, "akunu: cannot read %s\n", path);
     return t;
 }
 
