@@ -451,7 +451,7 @@ static void test_many_states(void) {
     if (!g) return;
     ak_gmatch *m = matcher(g, NULL);
     bool ok = true;
-    for (int i = 0; i < 65536 && ok; i++) ok = ak_gmatch_accept_bytes(m, "abc" + i % 3, 1);
+    for (int i = 0; i < 65536 && ok; i++) ok = ak_gmatch_accept_bytes(m, &"abc"[i % 3], 1);
     CHECK(ok, "65536 letters");
     CHECK(!ak_gmatch_accept_bytes(m, "a", 1), "a 65537th letter");
     CHECK(!ak_gmatch_can_end(m) && ak_gmatch_accept_bytes(m, "!", 1) && ak_gmatch_can_end(m), "the end");
