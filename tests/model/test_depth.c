@@ -15,10 +15,12 @@
 
 #define N_LAST 8
 
-/* Relative L2 against Hugging Face over the last 8 positions: what the fixture tests
- * allow over 24 (f32 weights 1e-4; an F16 cache 5e-3, as for the f16 files). */
+/* Relative L2 against Hugging Face over the last 8 positions. F32 cache: test_fixtures'
+ * bound for the f32 files (measured 5e-7..2e-6 here). F16 cache: the fixtures README's
+ * 1e-3 for llama.cpp's f16 cache on the f32 files (measured 2e-5..4.5e-4, Gemma 3 the
+ * most); the 5e-3 of the f16 files would let a decode that skips one key of 4200 pass. */
 static const struct { ak_kv_type kv; const char *name; double tol; } kv_types[] = {
-    {AK_KV_F32, "f32", 1e-4}, {AK_KV_F16, "f16", 5e-3}};
+    {AK_KV_F32, "f32", 1e-4}, {AK_KV_F16, "f16", 1e-3}};
 
 static double now(void) {
     struct timespec t;
