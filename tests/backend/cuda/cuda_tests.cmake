@@ -11,4 +11,8 @@ if(AKUNU_HAVE_CUDA)
     set_tests_properties(${name} PROPERTIES LABELS cuda SKIP_RETURN_CODE 77
       ENVIRONMENT "AKUNU_FIXTURES=${AKUNU_FIXTURES}")
   endforeach()
+  # exactness at depth (tests/model/test_depth.c, every KV type) on the CUDA backend
+  add_test(NAME test_depth_cuda COMMAND test_depth cuda)
+  set_tests_properties(test_depth_cuda PROPERTIES LABELS cuda SKIP_RETURN_CODE 77 TIMEOUT 300
+    ENVIRONMENT "AKUNU_FIXTURES=${AKUNU_FIXTURES}")
 endif()
