@@ -3,6 +3,7 @@
  * Decode: split-K (flash-decoding), see k_attn_decode.
  * Prefill: tiled flash attention (online softmax over key tiles in shared memory), on
  * tensor cores for an F16 cache and heads of 64 or 128 (k_attn_prefill_tc). */
+#include <type_traits>
 #include "backend/cuda/common.cuh"
 
 __device__ __forceinline__ float attn_score(float s, const ak_p_attn &p) {
@@ -21,12 +22,6 @@ __device__ __forceinline__ void key_range(const ak_p_attn &p, int q, int *lo, in
 __device__ __forceinline__ float kv_at(const void *cache, int f16, size_t i) {
     return f16 ? __half2float(((const __half *)cache)[i]) : ((const float *)cache)[i];
 }
-
-/* Decode splits of the cache: the grid has one per 32 positions, at most 16 (with 8 KV
- * heads one wave of blocks; 128 splits made the merge, one block per KV head, the
- * bottleneck: H100 tg4096 on 8B Q4_0 275 -> 342 t/s, tg128 unchanged); a step uses
- * ak_attn_used_splits of them. */
-extern "C" int ak_cuda_attn_splits(int max_seq) { return ak_attn_used_splits(max_seq, 16); }
 
 #define AK_DEC_WARPS 8
 /* DPL neighbouring values of a cache row (F32 or F16) as floats, in one vector load. */
@@ -56,6 +51,26 @@ __device__ __forceinline__ void load_dpl(const void *cache, size_t i, float (&v)
     }
 }
 #define AK_DEC_UNROLL 4
+
+/* Decode: the first query head of a block's group and how many heads (MG) a block takes:
+ * the head group rounded up to a power of two, at most 8 and 32 / DPL (registers); groups
+ * past that take several passes of blocks. */
+static __host__ __device__ int dec_mg(int head_dim, int group) {
+    const int dpl = head_dim / 32, m8 = 32 / dpl < 8 ? 32 / dpl : 8;
+    return group <= 1 ? 1 : group <= 2 ? 2 : (group <= 4 || m8 == 4) ? 4 : m8;
+}
+
+/* Decode splits of the cache (the grid's y): enough blocks for two per SM at any depth, so
+ * that a deep cache streams from every SM (with 16 splits and 8 KV heads, one block an SM,
+ * H200 8B Q4_0 at depth 16384 read its KV at 0.8 TB/s), at most AK_ATTN_MAX_SPLITS (the
+ * merge's share) and at least AK_ATTN_FOLD; a step uses ak_attn_used_splits of them. */
+extern "C" int ak_cuda_attn_splits(const ak_p_attn *p, int n_sm) {
+    const int group = p->n_heads / p->n_kv_heads, mg = dec_mg(p->head_dim, group);
+    const int blocks = p->n_kv_heads * ((group + mg - 1) / mg);
+    int s = ak_cdiv(2 * (int64_t)n_sm, blocks);
+    s = s < AK_ATTN_FOLD ? AK_ATTN_FOLD : s > AK_ATTN_MAX_SPLITS ? AK_ATTN_MAX_SPLITS : s;
+    return ak_attn_used_splits(p->max_seq, s);
+}
 
 /* NV warp sums at once (NV a power of two up to 32): at offset o a lane keeps the half of
  * its values picked by its bit o and adds its partner's copy of that half, so each round
@@ -150,34 +165,54 @@ __device__ void rope_fold(const ak_cuda_args &a, const ak_p_attn &p, int kvh, in
     __syncthreads();
 }
 
+/* The decode key loop's per-warp cp.async pipeline: each lane copies its own DPL values of
+ * K and V of the warp's next batches into shared memory and reads back only its own, so a
+ * warp needs no barrier, only its wait_group. P stages a warp, about 64 KB a block (two
+ * blocks an SM): P - 1 batches stay in flight while one is computed. Rows of under 4
+ * bytes a lane (F16, head 32) cannot be copied so and load to registers instead. */
+template <int DPL, bool F16> struct dec_pipe {
+    static constexpr int LB = DPL * (F16 ? 2 : 4);   /* bytes a lane copies of a row */
+    static constexpr bool ON = LB >= 4;
+    static constexpr int STAGE = AK_DEC_UNROLL * 2 * 32 * LB;   /* a warp's K and V of one batch */
+    static constexpr int P0 = 65536 / (AK_DEC_WARPS * STAGE), P = P0 < 2 ? 2 : P0 > 4 ? 4 : P0;
+    static constexpr size_t BYTES = ON ? (size_t)P * AK_DEC_WARPS * STAGE : 0;
+};
+template <int DPL, int MG, bool F16> static constexpr size_t dec_smem() {
+    constexpr size_t SH = sizeof(float) * AK_DEC_WARPS * MG * (32 * DPL + 2);   /* the warps' merge */
+    return SH > dec_pipe<DPL, F16>::BYTES ? SH : dec_pipe<DPL, F16>::BYTES;
+}
+template <int LB> __device__ __forceinline__ void cp_lane(void *d, const void *s) {
+    if constexpr (LB == 32) {
+        ak_cp_async_cg16(d, s);
+        ak_cp_async_cg16((uint8_t *)d + 16, (const uint8_t *)s + 16);
+    } else if constexpr (LB == 16) ak_cp_async_cg16(d, s);
+    else ak_cp_async<LB>(d, s);
+}
+
 /* Decode, flash-decoding style. A block takes one KV head, MG of the query heads that
- * share it (GQA: K and V are read once for all of them) and one chunk of
- * keys; its warps take alternate keys, a lane per DPL neighbouring dimensions of the
- * head (one vector load each of K and V), and keep an online softmax per head, so one
- * pass reads K and V. Heads of 32, 64, 128 or 256 (encode refuses others).
- * The keys of earlier positions are loaded before the wait for the QKV GEMV (earlier
- * steps wrote them), and the output projection is let in only once the RoPE is done:
- * its weight requests would otherwise queue ahead of those loads (tg128 +2 to +4 %).
+ * share it (GQA: K and V are read once for all of them) and one chunk of keys; its warps
+ * take batches of AK_DEC_UNROLL keys in turn (through the pipeline above), a lane per DPL
+ * neighbouring dimensions of the head, and keep an online softmax per head, so one pass
+ * reads K and V. Heads of 32, 64, 128 or 256 (encode refuses others).
+ * The first batches, keys of earlier positions, are requested before the wait for the
+ * QKV GEMV (earlier steps wrote them), and the output projection is let in only once the
+ * RoPE is done: its weight requests would otherwise queue ahead of those loads.
  * The warps merge in shared memory; with one split that is the result, else the block
  * writes (max, sum, weighted V) per head to scratch. With up to AK_ATTN_FOLD splits and
  * a.mrg_splits set, the next GEMV merges them as it reads its x (PRO_MERGE); otherwise
- * the last block of the KV head to finish merges them. Splits past kv_len return at
- * once (the grid is sized for the whole cache). */
+ * the last block of the KV head to finish merges them. Splits past those this step uses
+ * return at once (the grid is sized for the whole cache). */
 template <int DPL, int MG, bool F16>
 __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args a) {
-    /* F16 caches (rows of 4 bytes or more a lane) preload the first keys into shared
-     * memory by cp.async, which the wait does not hold back as it does register loads;
-     * that buffer is the warps' merge area later. (The same for F32 caches was slower:
-     * Qwen3-0.6B tg128 -2.3 %.) */
-    constexpr bool SPRE = F16 && DPL >= 2;
-    constexpr size_t SH = sizeof(float) * AK_DEC_WARPS * MG * (32 * DPL + 2);
-    constexpr size_t PRE = SPRE ? (size_t)AK_DEC_WARPS * AK_DEC_UNROLL * 2 * 32 * DPL * 2 : 0;
-    __shared__ __align__(16) uint8_t shraw[SH > PRE ? SH : PRE];
+    using PP = dec_pipe<DPL, F16>;
+    using T = typename std::conditional<F16, __half, float>::type;
+    constexpr int W = AK_DEC_WARPS, U = AK_DEC_UNROLL;
+    extern __shared__ __align__(16) uint8_t shraw[];
     float (*sh)[MG][32 * DPL + 2] = reinterpret_cast<float (*)[MG][32 * DPL + 2]>(shraw);
-    __half *pre = reinterpret_cast<__half *>(shraw);   /* [warp][key][K, V][lane][DPL] */
     __shared__ float sq[MG + 2][32 * DPL];
-    __shared__ float fw[MG][AK_DEC_WARPS + 2];   /* per head: each warp's factor, M, L */
+    __shared__ float fw[MG][W + 2];   /* per head: each warp's factor, M, L */
     __shared__ float rcs[2][16 * DPL];   /* this position's RoPE cos and sin */
+    __shared__ float mw[MG][AK_ATTN_MAX_SPLITS];   /* the cross-block merge's factors */
     __shared__ bool last;
     ak_trace_t tr_;
     const ak_stepv st_ = ak_step(a);   /* before the wait: only the sample command writes the step */
@@ -188,32 +223,33 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
     int lo, hi;
     key_range(p, cur, &lo, &hi);
     const int S = ak_attn_used_splits(hi - lo, gridDim.y), chunk = (hi - lo + S - 1) / S;
+    if (s >= S) return;
     const int k0 = lo + s * chunk, k1 = min(hi, k0 + chunk);
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    const size_t base = (size_t)kvh * p.max_seq * hd;
-    float kk[AK_DEC_UNROLL][DPL], vv[AK_DEC_UNROLL][DPL];
-    if (!st_.stopped && s < S) {   /* this position's key and value are made below */
+    const size_t base = (size_t)kvh * p.max_seq * hd + DPL * lane;
+    /* this lane's slots: [warp][stage][key][K, V][lane][DPL] */
+    T *mine = reinterpret_cast<T *>(shraw) + (size_t)w * PP::P * U * 2 * 32 * DPL + DPL * lane;
+    auto slot = [&](int b, int t) { return mine + ((size_t)(b % PP::P) * U + t) * 2 * 32 * DPL; };
+    /* batch b of this warp: keys k0 + W U b + w + W t; the key of this position (cur) is
+     * made in this kernel and read directly */
+    auto issue = [&](int b) {
 #pragma unroll
-        for (int t = 0; t < AK_DEC_UNROLL; t++) {
-            int j = k0 + w + t * AK_DEC_WARPS;
+        for (int t = 0; t < U; t++) {
+            const int j = k0 + W * U * b + w + W * t;
             if (j < k1 && j < cur) {
-                if (SPRE) {
-                    __half *d = pre + ((size_t)(w * AK_DEC_UNROLL + t) * 2 * 32 + lane) * DPL;
-                    ak_cp_async<DPL * 2>(d, (const __half *)a.b[1] + base + (size_t)j * hd + DPL * lane);
-                    ak_cp_async<DPL * 2>(d + 32 * DPL, (const __half *)a.b[2] + base + (size_t)j * hd + DPL * lane);
-                } else {
-                    load_dpl<DPL, F16>(a.b[1], base + (size_t)j * hd + DPL * lane, kk[t]);
-                    load_dpl<DPL, F16>(a.b[2], base + (size_t)j * hd + DPL * lane, vv[t]);
-                }
+                cp_lane<PP::LB>(slot(b, t), (const T *)a.b[1] + base + (size_t)j * hd);
+                cp_lane<PP::LB>(slot(b, t) + 32 * DPL, (const T *)a.b[2] + base + (size_t)j * hd);
             }
         }
-        if (SPRE) ak_cp_async_commit();
-    }
+        ak_cp_async_commit();
+    };
+    if (PP::ON && !st_.stopped)
+        for (int b = 0; b < PP::P - 1; b++) issue(b);
     /* the angles need only the position: made while the QKV GEMV still runs */
     if (a.rope.head_dim) rope_table<DPL>(a, p, rcs);
     ak_pdl_wait();
     tr_.start(a, st_);
-    if (st_.stopped || s >= S) return;
+    if (st_.stopped) return;
     const float *qv = (const float *)a.b[0] + (size_t)(p.n - 1) * p.ld_q + (size_t)(kvh * group + g0) * hd;
     if (a.rope.head_dim) {   /* this position's key lies in the last split */
         rope_fold<DPL, F16>(a, p, kvh, kvh * group + g0, G, s == S - 1, sq, rcs);
@@ -232,59 +268,62 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
             acc[g][e] = 0.f;
         }
     }
-    if (SPRE) ak_cp_async_wait<0>();   /* this lane's own copies (its only ones) */
-    /* AK_DEC_UNROLL keys per warp at a time: all their K and V loads in flight together */
-    for (int j0 = k0 + w; j0 < k1; j0 += AK_DEC_WARPS * AK_DEC_UNROLL) {
-        const bool first = j0 == k0 + w;
+    for (int b = 0;; b++) {
+        const int j0 = k0 + W * U * b + w;
+        if (j0 >= k1) break;
+        if (PP::ON) {
+            issue(b + PP::P - 1);   /* into the slot computed last round */
+            ak_cp_async_wait<PP::P - 1>();   /* batch b is in */
+        }
+        float kk[U][DPL], vv[U][DPL];
 #pragma unroll
-        for (int t = 0; t < AK_DEC_UNROLL; t++) {
-            int j = j0 + t * AK_DEC_WARPS;
+        for (int t = 0; t < U; t++) {
+            const int j = j0 + W * t;
             if (j >= k1) {
 #pragma unroll
                 for (int e = 0; e < DPL; e++) kk[t][e] = vv[t][e] = 0.f;
-            } else if (!first || j >= cur) {
-                load_dpl<DPL, F16>(a.b[1], base + (size_t)j * hd + DPL * lane, kk[t]);
-                load_dpl<DPL, F16>(a.b[2], base + (size_t)j * hd + DPL * lane, vv[t]);
-            } else if (SPRE) {
-                const __half *d = pre + ((size_t)(w * AK_DEC_UNROLL + t) * 2 * 32 + lane) * DPL;
-                load_dpl<DPL, true>(d, 0, kk[t]);
-                load_dpl<DPL, true>(d + 32 * DPL, 0, vv[t]);
+            } else if (!PP::ON || j >= cur) {
+                load_dpl<DPL, F16>(a.b[1], base + (size_t)j * hd, kk[t]);
+                load_dpl<DPL, F16>(a.b[2], base + (size_t)j * hd, vv[t]);
+            } else {
+                load_dpl<DPL, F16>(slot(b, t), 0, kk[t]);
+                load_dpl<DPL, F16>(slot(b, t) + 32 * DPL, 0, vv[t]);
             }
         }
         /* every head's and key's dot product, then all their warp sums side by side:
          * no branch between them (MG is the template's, the softcap comes after), so the
          * shuffles of one sum overlap those of the others rather than forming a chain
          * of dependent round trips per head and key */
-        float sc[MG][AK_DEC_UNROLL];
+        float sc[MG][U];
 #pragma unroll
         for (int g = 0; g < MG; g++)
 #pragma unroll
-            for (int t = 0; t < AK_DEC_UNROLL; t++) {
+            for (int t = 0; t < U; t++) {
                 float dot = 0.f;
 #pragma unroll
                 for (int e = 0; e < DPL; e++) dot += q[g][e] * kk[t][e];
                 sc[g][t] = dot;
             }
-        {   /* the MG * AK_DEC_UNROLL warp sums as one reduce-scatter (each lane ends with
-             * one whole score: NV - 1 shuffles and a few butterfly rounds rather than
-             * 5 NV), scaled once per lane, then gathered back (NV shuffles). The key
-             * loop keeps scores and maxima in log2 units: exp2f is one MUFU operation,
-             * expf several instructions around it. */
-            constexpr int NV = MG * AK_DEC_UNROLL, SH = NV >= 32 ? 0 : NV >= 16 ? 1 : NV >= 8 ? 2 : NV >= 4 ? 3 : NV >= 2 ? 4 : 5;
+        {   /* the MG * U warp sums as one reduce-scatter (each lane ends with one whole
+             * score: NV - 1 shuffles and a few butterfly rounds rather than 5 NV), scaled
+             * once per lane, then gathered back (NV shuffles). The key loop keeps scores
+             * and maxima in log2 units: exp2f is one MUFU operation, expf several
+             * instructions around it. */
+            constexpr int NV = MG * U, SH = NV >= 32 ? 0 : NV >= 16 ? 1 : NV >= 8 ? 2 : NV >= 4 ? 3 : NV >= 2 ? 4 : 5;
             float r[NV];
 #pragma unroll
-            for (int i = 0; i < NV; i++) r[i] = sc[i / AK_DEC_UNROLL][i % AK_DEC_UNROLL];
+            for (int i = 0; i < NV; i++) r[i] = sc[i / U][i % U];
             const float own = attn_score(warp_reduce_scatter<NV>(r), p) * 1.44269504f;
 #pragma unroll
-            for (int i = 0; i < NV; i++) sc[i / AK_DEC_UNROLL][i % AK_DEC_UNROLL] = __shfl_sync(0xffffffffu, own, i << SH);
+            for (int i = 0; i < NV; i++) sc[i / U][i % U] = __shfl_sync(0xffffffffu, own, i << SH);
         }
-        /* one online softmax update per head: a chain of one rescale per AK_DEC_UNROLL keys */
+        /* one online softmax update per head: a chain of one rescale per U keys */
 #pragma unroll
         for (int g = 0; g < MG; g++) {
             float mn = m[g];
 #pragma unroll
-            for (int t = 0; t < AK_DEC_UNROLL; t++) {
-                if (j0 + t * AK_DEC_WARPS >= k1) sc[g][t] = -INFINITY;
+            for (int t = 0; t < U; t++) {
+                if (j0 + t * W >= k1) sc[g][t] = -INFINITY;
                 mn = fmaxf(mn, sc[g][t]);
             }
             const float c = exp2f(m[g] - mn);   /* key t = 0 is always in range: mn is finite */
@@ -292,7 +331,7 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
 #pragma unroll
             for (int e = 0; e < DPL; e++) acc[g][e] *= c;
 #pragma unroll
-            for (int t = 0; t < AK_DEC_UNROLL; t++) {
+            for (int t = 0; t < U; t++) {
                 const float pr = exp2f(sc[g][t] - mn);
                 l[g] += pr;
 #pragma unroll
@@ -301,7 +340,11 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
             m[g] = mn;
         }
     }
-    if (SPRE) __syncthreads();   /* every warp is done with the preloaded keys */
+    if (PP::ON) {   /* the merge area is the pipeline's: every warp done with it (the batches
+                     * issued past the chunk's end copied nothing) */
+        ak_cp_async_wait<0>();
+        __syncthreads();
+    }
 #pragma unroll
     for (int g = 0; g < MG; g++) {   /* idle heads too (q = 0): every factor below is defined */
         if (lane == 0) { sh[w][g][0] = m[g] * 0.693147181f; sh[w][g][1] = l[g]; }   /* back to natural units */
@@ -311,20 +354,20 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
     __syncthreads();
     /* the warps' partial softmaxes into this split's (max, sum, V) per head: a thread per
      * head and warp makes that warp's factor e^(m - M) once (and the head's M and sum L),
-     * then every output value is 8 multiply-adds */
-    if (threadIdx.x < AK_DEC_WARPS * MG) {
-        constexpr unsigned mask = AK_DEC_WARPS * MG >= 32 ? 0xffffffffu : (1u << (AK_DEC_WARPS * MG)) - 1;
-        const int g = threadIdx.x / AK_DEC_WARPS, v = threadIdx.x % AK_DEC_WARPS;
+     * then every output value is W multiply-adds */
+    if (threadIdx.x < W * MG) {
+        constexpr unsigned mask = W * MG >= 32 ? 0xffffffffu : (1u << (W * MG)) - 1;
+        const int g = threadIdx.x / W, v = threadIdx.x % W;
         const float mv = sh[v][g][0];
         float M = mv;
 #pragma unroll
-        for (int o = 1; o < AK_DEC_WARPS; o <<= 1) M = fmaxf(M, __shfl_xor_sync(mask, M, o));
+        for (int o = 1; o < W; o <<= 1) M = fmaxf(M, __shfl_xor_sync(mask, M, o));
         const float f = M == -INFINITY ? 0.f : expf(mv - M);
         float L = sh[v][g][1] * f;
 #pragma unroll
-        for (int o = 1; o < AK_DEC_WARPS; o <<= 1) L += __shfl_xor_sync(mask, L, o);
+        for (int o = 1; o < W; o <<= 1) L += __shfl_xor_sync(mask, L, o);
         fw[g][v] = f;
-        if (v == 0) { fw[g][AK_DEC_WARPS] = M; fw[g][AK_DEC_WARPS + 1] = L; }
+        if (v == 0) { fw[g][W] = M; fw[g][W + 1] = L; }
     }
     __syncthreads();
     float *scratch = (float *)a.scratch, *out = (float *)a.b[3] + (size_t)(p.n - 1) * p.n_heads * hd;
@@ -332,10 +375,10 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
     const bool fold = a.mrg_splits && S <= AK_ATTN_FOLD;
     for (int t = threadIdx.x; t < G * hd; t += blockDim.x) {
         const int g = t / hd, d = t % hd;
-        const float M = fw[g][AK_DEC_WARPS], L = fw[g][AK_DEC_WARPS + 1];
+        const float M = fw[g][W], L = fw[g][W + 1];
         float A = 0.f;
 #pragma unroll
-        for (int v = 0; v < AK_DEC_WARPS; v++) A += sh[v][g][2 + d] * fw[g][v];
+        for (int v = 0; v < W; v++) A += sh[v][g][2 + d] * fw[g][v];
         if (S == 1 && !fold) {   /* the only split: the result */
             out[(size_t)(kvh * group + g0 + g) * hd + d] = L > 0.f ? A / L : 0.f;
             continue;
@@ -356,50 +399,61 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
     }
     __syncthreads();
     if (!last) return;
-    for (int t = threadIdx.x; t < G * hd; t += blockDim.x) {
-        int h = kvh * group + g0 + t / hd, d = t % hd;
-        /* L2 loads (__ldcg: the other blocks' writes are visible there after their
-         * release and our acquire) the compiler may batch; volatile ones went one round
-         * trip at a time. Two passes, the maximum first: an online merge (a chain of
-         * rescales) cost 13 us more per layer at 2048 keys. */
-        const float *ph = scratch + (size_t)h * SM * PS;
-        float M = -INFINITY;
-#pragma unroll 8
-        for (int u = 0; u < S; u++) M = fmaxf(M, __ldcg(ph + (size_t)u * PS));
-        float L = 0.f, A = 0.f;
-#pragma unroll 8
-        for (int u = 0; u < S; u++) {
-            const float *pu = ph + (size_t)u * PS;
-            float mt = __ldcg(pu), lt = __ldcg(pu + 1), at = __ldcg(pu + AK_ATTN_PART_PAD + d);
-            float f = mt == -INFINITY ? 0.f : expf(mt - M);
-            L += lt * f;
-            A += at * f;
+    /* L2 loads (__ldcg: the other blocks' writes are visible there after their release and
+     * our acquire). A warp per head makes every split's factor e^(m - M) and the sum L at
+     * once (its lanes over the splits), then a thread per output value adds the splits'
+     * weighted V with independent loads: no chain of round trips per split. */
+    for (int g = w; g < G; g += W) {
+        const float *ph = scratch + (size_t)(kvh * group + g0 + g) * SM * PS;
+        float mu[AK_ATTN_MAX_SPLITS / 32], M = -INFINITY, L = 0.f;
+#pragma unroll
+        for (int i = 0; i < AK_ATTN_MAX_SPLITS / 32; i++) {
+            const int u = lane + 32 * i;
+            mu[i] = u < S ? __ldcg(ph + (size_t)u * PS) : -INFINITY;
+            M = fmaxf(M, mu[i]);
         }
+        M = ak_warp_max(M);
+#pragma unroll
+        for (int i = 0; i < AK_ATTN_MAX_SPLITS / 32; i++) {
+            const int u = lane + 32 * i;
+            if (u >= S) break;
+            const float f = mu[i] == -INFINITY ? 0.f : expf(mu[i] - M);
+            L += __ldcg(ph + (size_t)u * PS + 1) * f;
+            mw[g][u] = f;
+        }
+        L = ak_warp_sum(L);
+        if (lane == 0) fw[g][W + 1] = L;
+    }
+    __syncthreads();
+    for (int t = threadIdx.x; t < G * hd; t += blockDim.x) {
+        const int g = t / hd, d = t % hd, h = kvh * group + g0 + g;
+        const float *ph = scratch + (size_t)h * SM * PS + AK_ATTN_PART_PAD + d, L = fw[g][W + 1];
+        float A = 0.f;
+#pragma unroll 8
+        for (int u = 0; u < S; u++) A += __ldcg(ph + (size_t)u * PS) * mw[g][u];
         out[(size_t)h * hd + d] = L > 0.f ? A / L : 0.f;
     }
     if (threadIdx.x == 0) *cnt = 0;
 }
 
-/* MG query heads per block: the head group rounded up to a power of two, at most 8
- * and 32 / DPL (registers); groups past that take several passes of blocks. */
 template <int DPL, int MG>
 static cudaError_t attn_decode_launch(const ak_cuda_cmd *c, cudaStream_t st) {
     const ak_p_attn *p = (const ak_p_attn *)c->a.p;
     const int group = p->n_heads / p->n_kv_heads, passes = (group + MG - 1) / MG;
     dim3 grid(p->n_kv_heads * passes, c->aux[1]), blk(AK_DEC_WARPS * 32);
-    if (p->kv_f16) return ak_launch(k_attn_decode<DPL, MG, true>, grid, blk, 0, st, c->a);
-    return ak_launch(k_attn_decode<DPL, MG, false>, grid, blk, 0, st, c->a);
+    if (p->kv_f16) return ak_launch(k_attn_decode<DPL, MG, true>, grid, blk, dec_smem<DPL, MG, true>(), st, c->a);
+    return ak_launch(k_attn_decode<DPL, MG, false>, grid, blk, dec_smem<DPL, MG, false>(), st, c->a);
 }
 
 template <int DPL>
 static cudaError_t attn_decode_group(const ak_cuda_cmd *c, cudaStream_t st) {
-    constexpr int M8 = 32 / DPL < 8 ? 32 / DPL : 8;
     const ak_p_attn *p = (const ak_p_attn *)c->a.p;
-    const int group = p->n_heads / p->n_kv_heads;
-    if (group <= 1) return attn_decode_launch<DPL, 1>(c, st);
-    if (group <= 2) return attn_decode_launch<DPL, 2>(c, st);
-    if (group <= 4 || M8 == 4) return attn_decode_launch<DPL, 4>(c, st);
-    return attn_decode_launch<DPL, M8>(c, st);
+    switch (dec_mg(p->head_dim, p->n_heads / p->n_kv_heads)) {
+    case 1: return attn_decode_launch<DPL, 1>(c, st);
+    case 2: return attn_decode_launch<DPL, 2>(c, st);
+    case 4: return attn_decode_launch<DPL, 4>(c, st);
+    default: return attn_decode_launch<DPL, (32 / DPL < 8 ? 32 / DPL : 8)>(c, st);
+    }
 }
 
 extern "C" int ak_cuda_attn_decode(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
@@ -410,6 +464,20 @@ extern "C" int ak_cuda_attn_decode(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
     case 256: return (int)attn_decode_group<8>(c, x->stream);
     default: return (int)cudaErrorInvalidValue;   /* refused at encode */
     }
+}
+
+/* The decode kernels' shared memory past 48 KB. */
+template <int DPL, int MG> static cudaError_t dec_attr() {
+    cudaError_t e = cudaFuncSetAttribute(k_attn_decode<DPL, MG, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dec_smem<DPL, MG, true>());
+    return e != cudaSuccess ? e : cudaFuncSetAttribute(k_attn_decode<DPL, MG, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dec_smem<DPL, MG, false>());
+}
+template <int DPL> static cudaError_t dec_attrs() {
+    constexpr int M8 = 32 / DPL < 8 ? 32 / DPL : 8;
+    cudaError_t e = dec_attr<DPL, 1>();
+    if (e == cudaSuccess) e = dec_attr<DPL, 2>();
+    if (e == cudaSuccess) e = dec_attr<DPL, 4>();
+    if (e == cudaSuccess && M8 != 4) e = dec_attr<DPL, M8>();
+    return e;
 }
 
 /* ---- prefill: QB queries of one head per block, key tiles of KB ---- */
@@ -664,6 +732,10 @@ extern "C" int ak_cuda_attn_prefill(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
 
 extern "C" int ak_cuda_init_attention(void) {
     cudaError_t e = cudaFuncSetAttribute(k_attn_prefill, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)pf_smem(512));
+    if (e == cudaSuccess) e = dec_attrs<1>();
+    if (e == cudaSuccess) e = dec_attrs<2>();
+    if (e == cudaSuccess) e = dec_attrs<4>();
+    if (e == cudaSuccess) e = dec_attrs<8>();
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_attn_prefill_tc<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tc_smem<64>());
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_attn_prefill_tc<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tc_smem<128>());
     return (int)e;

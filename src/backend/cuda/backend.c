@@ -247,7 +247,7 @@ static size_t cmd_scratch(ak_cuda_cmd *c, int max_rows, ak_cuda_ctx *x, ak_err *
     switch (c->kernel) {
     case AK_K_ATTN_DECODE: {
         const ak_p_attn *a = p;
-        c->aux[1] = ak_cuda_attn_splits(a->max_seq);
+        c->aux[1] = ak_cuda_attn_splits(a, x->n_sm);
         return (size_t)a->n_heads * c->aux[1] * (a->head_dim + AK_ATTN_PART_PAD) * 4 + (size_t)a->n_heads * 4;
     }
     case AK_K_SAMPLE:

@@ -68,9 +68,11 @@ typedef struct {
 enum { AK_CUDA_PRO_NONE = 0, AK_CUDA_PRO_NORM, AK_CUDA_PRO_ACT, AK_CUDA_PRO_MERGE, AK_CUDA_PRO_Q8 };
 
 /* Decode attention scratch: per head and split (max, sum, pad, pad, weighted V[head_dim]),
- * V 16-byte aligned; the next GEMV merges up to AK_ATTN_FOLD splits itself. */
+ * V 16-byte aligned; the next GEMV merges up to AK_ATTN_FOLD splits itself, the attention
+ * up to AK_ATTN_MAX_SPLITS (a multiple of 32). */
 #define AK_ATTN_PART_PAD 4
 #define AK_ATTN_FOLD 4
+#define AK_ATTN_MAX_SPLITS 64
 
 /* Shared state of the launchers. */
 typedef struct {
@@ -126,8 +128,8 @@ int ak_cuda_is_repacked(int dtype);
 static inline int ak_cuda_file_layout(int dtype) { return dtype == AK_Q4_0 ? AK_CUDA_Q4_0_FILE : AK_CUDA_Q8_0_FILE; }
 /* Best read bandwidth over a scratch buffer, GB/s (0 on failure). */
 double ak_cuda_read_bandwidth(cudaStream_t s);
-/* Attention decode: the grid's key splits for a cache of max_seq positions. */
-int ak_cuda_attn_splits(int max_seq);
+/* Attention decode: the grid's key splits for its cache and this device's SMs. */
+int ak_cuda_attn_splits(const ak_p_attn *p, int n_sm);
 int ak_cuda_sample_blocks(int vocab);
 /* The sample command's scratch: the blocks' argmax or top-k lists. */
 size_t ak_cuda_sample_scratch(int vocab);

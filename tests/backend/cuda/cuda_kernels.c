@@ -662,8 +662,9 @@ static void one_attn(int prefill, int n, int pos, int nh, int nkv, int hd, int m
         }
         d = vs_ref(got, ref, N);
         tol = is_float(proj) ? 2e-5 : 1e-2;   /* the reference's x is not the codes */
-        int keys = window > 0 && pos + 1 > window ? window : pos + 1, grid = (max_seq + 31) / 32 < 16 ? (max_seq + 31) / 32 : 16;
-        int splits = (keys + 31) / 32 < grid ? (keys + 31) / 32 : grid, zero = 1;
+        /* a split per 32 keys up to the grid's, which is at least 4 where the cache has
+         * more keys: the projection merges exactly when the keys need at most 4 */
+        int keys = window > 0 && pos + 1 > window ? window : pos + 1, splits = (keys + 31) / 32, zero = 1;
         for (size_t i = 0; ga && i < cnt; i++) zero = zero && ga[i] == 0.f;
         CHECK(ga && zero == (splits <= 4), "attn + proj pos %d: %d splits, output %s", pos, splits, zero ? "unwritten" : "written");
         free(ca);
@@ -715,6 +716,19 @@ static void test_attention(void) {
     for (int i = 0; i < 8; i++) one_attn(0, 1, pp[i], 8, 2, 64, 1000, i & 1, 0, 0, 1, pt[i]);
     one_attn(0, 1, 700, 4, 4, 128, 1000, 1, 50, 30.f, 1, AK_Q8_0);
     one_attn(0, 1, 90, 32, 8, 128, 4096, 1, 0, 0, 1, AK_Q4_0);
+    /* depth: the grid's splits (up to 64 a head, as many as fill the SMs twice) in use
+     * from 1 to all, each of the head sizes and groups (1, 2, 4, 6, 8) models have, F32
+     * and F16 caches; then 32768 keys, a window deep in the cache, and a deep
+     * attention merging its own splits ahead of a projection */
+    const int depth[] = {1, 63, 64, 65, 4097};
+    const int shape[][3] = {{8, 8, 64}, {16, 8, 128}, {32, 8, 128}, {8, 1, 256}, {12, 2, 32}, {32, 4, 64}};
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 6; j++)
+            one_attn(0, 1, depth[i] - 1, shape[j][0], shape[j][1], shape[j][2], depth[i] + 3, (i + j) & 1, 0, 0, 1, 0);
+    one_attn(0, 1, 32767, 16, 8, 128, 32768, 1, 0, 0, 1, 0);
+    one_attn(0, 1, 32767, 8, 1, 256, 32770, 0, 0, 30.f, 1, 0);
+    one_attn(0, 1, 32767, 32, 8, 128, 32768, 1, 4096, 0, 1, 0);
+    one_attn(0, 1, 4096, 16, 8, 128, 4100, 1, 0, 0, 1, AK_Q4_0);
 }
 
 static void test_rope_norm(void) {
