@@ -44,6 +44,15 @@ typedef struct {
     float attn_scale;        /* multiplies q.k */
     int sliding_window;      /* 0: none */
     bool has_rope_freqs;     /* llama 3.1 per-dimension divisors */
+    /* YaRN (rope scaling type yarn) when yarn.on: the loaders fill these (defaults
+     * resolved); ak_model_build_aux checks them, builds the table, folds attn_factor in. */
+    struct {
+        bool on;
+        float factor, beta_fast, beta_slow;
+        float attn_factor;   /* multiplies cos and sin, so q.k by its square */
+        float orig_ctx;      /* the pretraining context the correction dims come from */
+        bool truncate;       /* correction dims rounded outwards to whole dims */
+    } yarn;
     ak_pooling pooling;      /* encoders */
 } ak_config;
 

@@ -26,8 +26,55 @@ static void rope_table(float *out, const ak_config *c, float base, const float *
     }
 }
 
+/* YaRN (Peng et al. 2023) as transformers' _compute_yarn_parameters computes it: the
+ * original frequencies (extrapolation) for dims that turn more than beta_fast times in
+ * the original context, frequencies divided by factor (interpolation) for those that turn
+ * fewer than beta_slow times, a linear ramp over the dims between; float32 like torch. */
+static void yarn_table(float *out, const ak_config *c) {
+    double dim = c->n_rot, lb = 2 * log((double)c->rope_base), two_pi = 2 * M_PI;
+    double lo = dim * log(c->yarn.orig_ctx / (c->yarn.beta_fast * two_pi)) / lb;
+    double hi = dim * log(c->yarn.orig_ctx / (c->yarn.beta_slow * two_pi)) / lb;
+    if (c->yarn.truncate) { lo = floor(lo); hi = ceil(hi); }
+    lo = fmax(lo, 0);
+    hi = fmin(hi, dim - 1);
+    if (lo == hi) hi += 0.001; /* transformers' guard against a zero-width ramp */
+    for (int i = 0; i < c->n_rot / 2; i++) {
+        float pf = powf(c->rope_base, (float)(2 * i) / (float)c->n_rot);
+        float extra = 1.0f / pf, inter = 1.0f / (c->yarn.factor * pf);
+        float ramp = ((float)i - (float)lo) / (float)(hi - lo);
+        float keep = 1.0f - fminf(fmaxf(ramp, 0.0f), 1.0f); /* share of the original frequency */
+        out[i] = inter * (1.0f - keep) + extra * keep;
+    }
+}
+
+/* The attention factor multiplies both q and k after the rotation, so every score by its
+ * square: folded into attn_scale, exact only where the rotation covers the whole head
+ * and every layer shares the table (sliding layers keep unscaled frequencies). */
+static ak_status yarn_check(ak_model *m, bool has_rope_freqs, ak_err *err) {
+    ak_config *c = &m->cfg;
+    const float f = c->yarn.factor, bf = c->yarn.beta_fast, bs = c->yarn.beta_slow, af = c->yarn.attn_factor;
+    if (!(f >= 1 && f < 1e6)) return ak_fail(err, AK_ERR_FORMAT, "model: YaRN factor %g out of range [1, 1e6)", (double)f);
+    if (!(bf > 0 && bf < 1e6 && bs > 0 && bs <= bf))
+        return ak_fail(err, AK_ERR_FORMAT, "model: YaRN beta_fast %g and beta_slow %g out of range (0 < beta_slow <= beta_fast < 1e6)",
+                       (double)bf, (double)bs);
+    if (!(c->yarn.orig_ctx >= 1 && c->yarn.orig_ctx <= (1 << 24)))
+        return ak_fail(err, AK_ERR_FORMAT, "model: YaRN original context %g out of range [1, 2^24]", (double)c->yarn.orig_ctx);
+    if (!(af > 0 && af < 1e3)) return ak_fail(err, AK_ERR_FORMAT, "model: YaRN attention factor %g out of range (0, 1e3)", (double)af);
+    if (has_rope_freqs) return ak_fail(err, AK_ERR_FORMAT, "model: rope_freqs.weight and YaRN scaling together");
+    bool sliding = false;
+    for (int l = 0; l < c->n_layers; l++) sliding = sliding || m->layers[l].sliding;
+    if (af != 1 && (c->n_rot != c->head_dim || sliding))
+        return ak_fail(err, AK_ERR_UNSUPPORTED, "model: YaRN's attention factor with %s is not supported",
+                       sliding ? "sliding-window layers" : "a partial rotation (rope.dimension_count < head size)");
+    c->attn_scale *= af * af;
+    return AK_OK;
+}
+
 ak_status ak_model_build_aux(ak_model *m, const ak_tensor *rf, const ak_tensor *const *qkv_bias, ak_err *err) {
     const ak_config *c = &m->cfg;
+    bool yarn = c->yarn.on && m->rope != AK_ROPE_NONE;
+    ak_status st;
+    if (yarn && (st = yarn_check(m, rf != NULL, err))) return st;
     int nq = c->n_heads * c->head_dim, nkv = c->n_kv_heads * c->head_dim;
     size_t half = (size_t)c->n_rot / 2;
     size_t n = 2 * half + 1;
@@ -44,7 +91,8 @@ ak_status ak_model_build_aux(ak_model *m, const ak_tensor *rf, const ak_tensor *
             if (!(factors[i] > 0)) return ak_fail(err, AK_ERR_FORMAT, "model: rope_freqs.weight has a non-positive factor");
         m->cfg.has_rope_freqs = true;
     }
-    rope_table(m->aux, c, c->rope_base, factors, c->rope_freq_scale);
+    if (yarn) yarn_table(m->aux, c);
+    else rope_table(m->aux, c, c->rope_base, factors, c->rope_freq_scale);
     rope_table(m->aux + half, c, c->rope_base_swa, NULL, 1.f); /* sliding layers: no long-context scaling */
     size_t off = 2 * half;
     for (int l = 0; l < c->n_layers; l++) {

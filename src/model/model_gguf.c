@@ -61,6 +61,35 @@ static const ak_tensor *tensor(loader *L, bool required, int64_t ne0, int64_t ne
     return NULL;
 }
 
+/* YaRN's parameters as llama.cpp's converter writes them from a Hugging Face config
+ * (conversion/base.py): factor, original_context_length (default: context_length),
+ * yarn_beta_fast / yarn_beta_slow (absent or 0: 32 and 1, transformers' defaults) and
+ * yarn_attn_factor (transformers' attention_factor; absent: 0.1 ln(factor) + 1). The
+ * correction dims are truncated, as transformers does by default and llama.cpp always
+ * does. Keys whose meaning differs between converters (yarn_log_multiplier) or that
+ * transformers has no counterpart for (yarn_ext_factor other than 1) are refused. */
+static ak_status read_yarn(const ak_gguf *g, const char *a, ak_config *c, ak_err *err) {
+    double d;
+    ak_status st;
+    c->yarn.on = true;
+    c->yarn.truncate = true;
+    if (!get_f(g, a, "rope.scaling.factor", &d)) return ak_fail(err, AK_ERR_FORMAT, "model: YaRN scaling without rope.scaling.factor");
+    c->yarn.factor = (float)d;
+    int orig = c->n_ctx_train;
+    if ((st = cfg_int(g, a, "rope.scaling.original_context_length", 1, 1 << 24, &orig, false, err))) return st;
+    c->yarn.orig_ctx = (float)orig;
+    c->yarn.beta_fast = get_f(g, a, "rope.scaling.yarn_beta_fast", &d) && d != 0 ? (float)d : 32.f;
+    c->yarn.beta_slow = get_f(g, a, "rope.scaling.yarn_beta_slow", &d) && d != 0 ? (float)d : 1.f;
+    double f = c->yarn.factor;
+    c->yarn.attn_factor = f > 1 ? (float)(0.1 * log(f) + 1) : 1.f;
+    if (get_f(g, a, "rope.scaling.yarn_attn_factor", &d)) c->yarn.attn_factor = (float)d;
+    if (get_f(g, a, "rope.scaling.yarn_ext_factor", &d) && d != 1)
+        return ak_fail(err, AK_ERR_UNSUPPORTED, "model: rope.scaling.yarn_ext_factor %g is not supported (1 is)", d);
+    if (get_f(g, a, "rope.scaling.yarn_log_multiplier", &d) && d != 0)
+        return ak_fail(err, AK_ERR_UNSUPPORTED, "model: rope.scaling.yarn_log_multiplier is not supported");
+    return AK_OK;
+}
+
 static ak_status read_config(ak_model *m, ak_err *err) {
     const ak_gguf *g = m->gguf;
     const char *a = m->arch_name;
@@ -106,6 +135,8 @@ static ak_status read_config(ak_model *m, ak_err *err) {
     if (ak_gguf_get_str(g, k, &stype) && ak_str_eq(stype, "linear") && get_f(g, a, "rope.scaling.factor", &d)) {
         if (!(d >= 1 && d < 1e6)) return ak_fail(err, AK_ERR_FORMAT, "model: rope.scaling.factor %g out of range", d);
         c->rope_freq_scale = (float)(1.0 / d);
+    } else if (ak_gguf_get_str(g, k, &stype) && ak_str_eq(stype, "yarn") && (st = read_yarn(g, a, c, err))) {
+        return st;
     }
     c->attn_softcap = c->final_softcap = 0;
     if (get_f(g, a, "attn_logit_softcapping", &d)) c->attn_softcap = (float)d;

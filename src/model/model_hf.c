@@ -214,8 +214,54 @@ static bool llama3_factors(hf *H, const ak_json *rp, float *out, int half) {
     return true;
 }
 
+/* A number of obj: false if absent or null, a failure if of another type. */
+static bool rope_num(hf *H, const ak_json *obj, const char *key, double *out) {
+    const ak_json *v = ak_json_get(obj, key);
+    if (!v || v->type == AK_JSON_NULL) return false;
+    if (!ak_json_num(v, out)) { hf_fail(H, AK_ERR_FORMAT, "model: config.json %s is not a number", key); return false; }
+    return true;
+}
+
+/* YaRN as transformers reads it (_compute_yarn_parameters, standardize_rope_params): a
+ * top-level original_max_position_embeddings wins over the rope parameters' own, which
+ * defaults to max_position_embeddings; a null factor is their ratio; beta_fast and
+ * beta_slow that are absent, null or 0 are 32 and 1; truncate defaults to true (null is
+ * false, as Python reads it); without attention_factor it is 0.1 ln(factor) + 1, or with
+ * mscale and mscale_all_dim both nonzero the ratio of that form with each. Ranges are
+ * checked in ak_model_build_aux. */
+static void read_yarn(hf *H, const ak_json *sc) {
+    ak_config *c = &H->m->cfg;
+    double f, orig = c->n_ctx_train, d, ms = 0, msa = 0;
+    rope_num(H, sc, "original_max_position_embeddings", &orig);
+    rope_num(H, H->cfg, "original_max_position_embeddings", &orig);
+    if (H->status) return;
+    if (!ak_json_get(sc, "factor")) { hf_fail(H, AK_ERR_FORMAT, "model: config.json yarn rope parameters have no factor"); return; }
+    if (!rope_num(H, sc, "factor", &f)) {
+        if (H->status) return;
+        f = c->n_ctx_train / orig;
+    }
+    c->yarn.on = true;
+    c->yarn.factor = (float)f;
+    c->yarn.orig_ctx = (float)orig;
+    c->yarn.beta_fast = rope_num(H, sc, "beta_fast", &d) && d != 0 ? (float)d : 32.f;
+    c->yarn.beta_slow = rope_num(H, sc, "beta_slow", &d) && d != 0 ? (float)d : 1.f;
+    const ak_json *tv = ak_json_get(sc, "truncate");
+    c->yarn.truncate = !tv || (tv->type == AK_JSON_BOOL && tv->b);
+    if (tv && tv->type != AK_JSON_BOOL && tv->type != AK_JSON_NULL) {
+        hf_fail(H, AK_ERR_FORMAT, "model: config.json rope parameter truncate is not a boolean");
+        return;
+    }
+    rope_num(H, sc, "mscale", &ms);
+    rope_num(H, sc, "mscale_all_dim", &msa);
+    if (H->status) return;
+    if (rope_num(H, sc, "attention_factor", &d)) c->yarn.attn_factor = (float)d;
+    else if (f <= 1) c->yarn.attn_factor = 1.f;
+    else if (ms != 0 && msa != 0) c->yarn.attn_factor = (float)((0.1 * ms * log(f) + 1) / (0.1 * msa * log(f) + 1));
+    else c->yarn.attn_factor = (float)(0.1 * log(f) + 1);
+}
+
 /* rope_theta (top level, or in rope_parameters as transformers 5 writes it) and the
- * scaling type: default, linear or llama3. *llama3 receives its parameters' object. */
+ * scaling type: default, linear, llama3 or yarn. *llama3 receives its parameters' object. */
 static void read_rope(hf *H, const ak_json **llama3) {
     ak_config *c = &H->m->cfg;
     const ak_json *rp = ak_json_get(H->cfg, "rope_parameters"), *rs = ak_json_get(H->cfg, "rope_scaling");
@@ -236,8 +282,10 @@ static void read_rope(hf *H, const ak_json **llama3) {
         c->rope_freq_scale = (float)(1.0 / d);
     } else if (ak_json_str_is(type, "llama3")) {
         *llama3 = sc;
+    } else if (ak_json_str_is(type, "yarn")) {
+        read_yarn(H, sc);
     } else {
-        hf_fail(H, AK_ERR_UNSUPPORTED, "model: rope scaling type '%.40s' is not supported (default, linear, llama3 are)",
+        hf_fail(H, AK_ERR_UNSUPPORTED, "model: rope scaling type '%.40s' is not supported (default, linear, llama3, yarn are)",
                 type->type == AK_JSON_STR ? type->s : "?");
     }
 }

@@ -9,7 +9,8 @@
 ak_status ak_model_check_tensor(const ak_tensor *t, const char *name, int64_t ne0, int64_t ne1, ak_err *err);
 /* Norm and bias vectors must be F32 (the kernels read them as floats). */
 ak_status ak_model_check_vectors(ak_model *m, ak_err *err);
-/* m->aux: RoPE inverse frequencies (divided by rope_freqs' factors when given), then
+/* m->aux: RoPE inverse frequencies (divided by rope_freqs' factors when given, or YaRN's
+ * blend when cfg.yarn.on, whose attention factor it folds into cfg.attn_scale), then
  * per layer with has_qkv_bias the q|k|v biases, qkv_bias[3*l + 0..2], concatenated. */
 ak_status ak_model_build_aux(ak_model *m, const ak_tensor *rope_freqs, const ak_tensor *const *qkv_bias, ak_err *err);
 

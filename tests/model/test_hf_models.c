@@ -192,7 +192,7 @@ static void hostile(void) {
     broken("llama-q4", "\"group_size\": 64", "\"group_size\": 48", AK_ERR_UNSUPPORTED, "group 48");
     broken("llama-q4", "\"mode\": \"affine\"", "\"mode\": \"mxfp4\"", AK_ERR_UNSUPPORTED, "mode mxfp4");
     broken("llama-f32", "\"vocab_size\": 512", "\"vocab_size\": 500", AK_ERR_FORMAT, "vocab mismatch");
-    broken("llama-f32", "\"rope_type\": \"default\"", "\"rope_type\": \"yarn\"", AK_ERR_UNSUPPORTED, "rope yarn");
+    broken("llama-f32", "\"rope_type\": \"default\"", "\"rope_type\": \"longrope\"", AK_ERR_UNSUPPORTED, "rope longrope");
     broken("llama-f32", "{", "[", AK_ERR_FORMAT, "config not an object");
     broken("llama-f32", "\"hidden_size\": 128,", "\"hidden_size\": 128,,", AK_ERR_FORMAT, "config bad JSON");
     broken("qwen3-f32", "\"head_dim\": 64", "\"head_dim\": 32", AK_ERR_FORMAT, "head_dim mismatch");
