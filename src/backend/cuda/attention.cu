@@ -60,18 +60,6 @@ static __host__ __device__ int dec_mg(int head_dim, int group) {
     return group <= 1 ? 1 : group <= 2 ? 2 : (group <= 4 || m8 == 4) ? 4 : m8;
 }
 
-/* Decode splits of the cache (the grid's y): enough blocks for two per SM at any depth, so
- * that a deep cache streams from every SM (with 16 splits and 8 KV heads, one block an SM,
- * H200 8B Q4_0 at depth 16384 read its KV at 0.8 TB/s), at most AK_ATTN_MAX_SPLITS (the
- * merge's share) and at least AK_ATTN_FOLD; a step uses ak_attn_used_splits of them. */
-extern "C" int ak_cuda_attn_splits(const ak_p_attn *p, int n_sm) {
-    const int group = p->n_heads / p->n_kv_heads, mg = dec_mg(p->head_dim, group);
-    const int blocks = p->n_kv_heads * ((group + mg - 1) / mg);
-    int s = ak_cdiv(2 * (int64_t)n_sm, blocks);
-    s = s < AK_ATTN_FOLD ? AK_ATTN_FOLD : s > AK_ATTN_MAX_SPLITS ? AK_ATTN_MAX_SPLITS : s;
-    return ak_attn_used_splits(p->max_seq, s);
-}
-
 /* NV warp sums at once (NV a power of two up to 32): at offset o a lane keeps the half of
  * its values picked by its bit o and adds its partner's copy of that half, so each round
  * halves the values; once one is left, plain butterfly rounds finish it. Lane l ends with
@@ -124,7 +112,7 @@ __device__ void rope_fold(const ak_cuda_args &a, const ak_p_attn &p, int kvh, in
     const int lane = threadIdx.x & 31, nh = G + (cur ? 2 : 0);
     const float *row = (const float *)a.b[0] + (size_t)(p.n - 1) * p.ld_q, *bias = (const float *)a.rb[3];
     const bool has_bias = r.flags & AK_ROPE_F_BIAS;
-    for (int h = threadIdx.x >> 5; h < nh; h += AK_DEC_WARPS) {   /* a warp per head */
+    for (int h = threadIdx.x >> 5; h < nh; h += blockDim.x >> 5) {   /* a warp per head */
         const int o = h < G ? (q0 + h) * HD : h == G ? nq + kvh * HD : nq + nk + kvh * HD;
         float ss = 0.f;
         for (int k = lane; k < HD; k += 32) {
@@ -187,6 +175,105 @@ template <int LB> __device__ __forceinline__ void cp_lane(void *d, const void *s
         ak_cp_async_cg16((uint8_t *)d + 16, (const uint8_t *)s + 16);
     } else if constexpr (LB == 16) ak_cp_async_cg16(d, s);
     else ak_cp_async<LB>(d, s);
+}
+
+/* A decode block's end (both kernels): its warps' partial softmaxes (sh: per warp and head
+ * the max in natural units, the sum, and the weighted V) merged into the block's split,
+ * written as the result (one split) or to scratch, where the next GEMV's prologue (up to
+ * AK_ATTN_FOLD splits) or the last block of the KV head to finish merges the splits. */
+template <int W, int MG, int HD>
+__device__ __forceinline__ void dec_finish(const ak_cuda_args &a, const ak_p_attn &p, float (*sh)[MG][HD + 2], float (*fw)[W + 2],
+                                           float (*mw)[AK_ATTN_MAX_SPLITS], bool *last, int h0, int G, int s, int S) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    /* the warps' partial softmaxes into this split's (max, sum, V) per head: a thread per
+     * head and warp makes that warp's factor e^(m - M) once (and the head's M and sum L),
+     * then every output value is W multiply-adds */
+    if (threadIdx.x < W * MG) {
+        constexpr unsigned mask = W * MG >= 32 ? 0xffffffffu : (1u << (W * MG)) - 1;
+        const int g = threadIdx.x / W, v = threadIdx.x % W;
+        const float mv = sh[v][g][0];
+        float M = mv;
+#pragma unroll
+        for (int o = 1; o < W; o <<= 1) M = fmaxf(M, __shfl_xor_sync(mask, M, o));
+        const float f = M == -INFINITY ? 0.f : expf(mv - M);
+        float L = sh[v][g][1] * f;
+#pragma unroll
+        for (int o = 1; o < W; o <<= 1) L += __shfl_xor_sync(mask, L, o);
+        fw[g][v] = f;
+        if (v == 0) { fw[g][W] = M; fw[g][W + 1] = L; }
+    }
+    __syncthreads();
+    float *scratch = (float *)a.scratch, *out = (float *)a.b[3] + (size_t)(p.n - 1) * p.n_heads * HD;
+    const int SM = gridDim.y, PS = HD + AK_ATTN_PART_PAD;
+    const bool fold = a.mrg_splits && S <= AK_ATTN_FOLD;
+    for (int t = threadIdx.x; t < G * HD; t += blockDim.x) {
+        const int g = t / HD, d = t % HD;
+        const float M = fw[g][W], L = fw[g][W + 1];
+        float A = 0.f;
+#pragma unroll
+        for (int v = 0; v < W; v++) A += sh[v][g][2 + d] * fw[g][v];
+        if (S == 1 && !fold) {   /* the only split: the result */
+            out[(size_t)(h0 + g) * HD + d] = L > 0.f ? A / L : 0.f;
+            continue;
+        }
+        float *part = scratch + ((size_t)(h0 + g) * SM + s) * PS;
+        part[AK_ATTN_PART_PAD + d] = A;
+        if (d == 0) { part[0] = M; part[1] = L; }
+    }
+    if (S == 1 || fold) return;
+    /* the last block of this KV head to get here merges; one release-acquire atomic
+     * (two fence.sc, as __threadfence, cost 0.5 us more per layer) */
+    uint32_t *cnt = (uint32_t *)(scratch + (size_t)p.n_heads * SM * PS) + blockIdx.x;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        uint32_t old;
+        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(cnt) : "memory");
+        *last = old == (uint32_t)S - 1;
+    }
+    __syncthreads();
+    if (!*last) return;
+    /* L2 loads (__ldcg: the other blocks' writes are visible there after their release and
+     * our acquire). A warp per head makes every split's factor e^(m - M) and the sum L at
+     * once (its lanes over the splits); then a thread per 4 output values adds the splits'
+     * weighted V, 16 independent vector loads at a time: the merge's latency is a few L2
+     * round trips, not one per split (a scalar load per value, 8 at a time, made 64
+     * splits cost more than they saved: 8B at depth 16384, 55 us a layer against 45). */
+    for (int g = w; g < G; g += W) {
+        const float *ph = scratch + (size_t)(h0 + g) * SM * PS;
+        float mu[AK_ATTN_MAX_SPLITS / 32], M = -INFINITY, L = 0.f;
+#pragma unroll
+        for (int i = 0; i < AK_ATTN_MAX_SPLITS / 32; i++) {
+            const int u = lane + 32 * i;
+            mu[i] = u < S ? __ldcg(ph + (size_t)u * PS) : -INFINITY;
+            M = fmaxf(M, mu[i]);
+        }
+        M = ak_warp_max(M);
+#pragma unroll
+        for (int i = 0; i < AK_ATTN_MAX_SPLITS / 32; i++) {
+            const int u = lane + 32 * i;
+            if (u >= S) break;
+            const float f = mu[i] == -INFINITY ? 0.f : expf(mu[i] - M);
+            L += __ldcg(ph + (size_t)u * PS + 1) * f;
+            mw[g][u] = f;
+        }
+        L = ak_warp_sum(L);
+        if (lane == 0) fw[g][W + 1] = L > 0.f ? 1.f / L : 0.f;
+    }
+    __syncthreads();
+    for (int t = threadIdx.x; t < G * HD / 4; t += blockDim.x) {
+        const int g = t / (HD / 4), d4 = t % (HD / 4), h = h0 + g;
+        const float4 *ph = (const float4 *)(scratch + (size_t)h * SM * PS + AK_ATTN_PART_PAD) + d4;
+        float4 A = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 16
+        for (int u = 0; u < S; u++) {
+            const float4 v = __ldcg(ph + (size_t)u * (PS / 4));
+            const float f = mw[g][u];
+            A.x += v.x * f, A.y += v.y * f, A.z += v.z * f, A.w += v.w * f;
+        }
+        const float r = fw[g][W + 1];
+        *(float4 *)(out + (size_t)h * HD + 4 * d4) = make_float4(A.x * r, A.y * r, A.z * r, A.w * r);
+    }
+    if (threadIdx.x == 0) *cnt = 0;
 }
 
 /* Decode, flash-decoding style. A block takes one KV head, MG of the query heads that
@@ -352,88 +439,7 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
         for (int e = 0; e < DPL; e++) sh[w][g][2 + DPL * lane + e] = acc[g][e];
     }
     __syncthreads();
-    /* the warps' partial softmaxes into this split's (max, sum, V) per head: a thread per
-     * head and warp makes that warp's factor e^(m - M) once (and the head's M and sum L),
-     * then every output value is W multiply-adds */
-    if (threadIdx.x < W * MG) {
-        constexpr unsigned mask = W * MG >= 32 ? 0xffffffffu : (1u << (W * MG)) - 1;
-        const int g = threadIdx.x / W, v = threadIdx.x % W;
-        const float mv = sh[v][g][0];
-        float M = mv;
-#pragma unroll
-        for (int o = 1; o < W; o <<= 1) M = fmaxf(M, __shfl_xor_sync(mask, M, o));
-        const float f = M == -INFINITY ? 0.f : expf(mv - M);
-        float L = sh[v][g][1] * f;
-#pragma unroll
-        for (int o = 1; o < W; o <<= 1) L += __shfl_xor_sync(mask, L, o);
-        fw[g][v] = f;
-        if (v == 0) { fw[g][W] = M; fw[g][W + 1] = L; }
-    }
-    __syncthreads();
-    float *scratch = (float *)a.scratch, *out = (float *)a.b[3] + (size_t)(p.n - 1) * p.n_heads * hd;
-    const int SM = gridDim.y, PS = hd + AK_ATTN_PART_PAD;
-    const bool fold = a.mrg_splits && S <= AK_ATTN_FOLD;
-    for (int t = threadIdx.x; t < G * hd; t += blockDim.x) {
-        const int g = t / hd, d = t % hd;
-        const float M = fw[g][W], L = fw[g][W + 1];
-        float A = 0.f;
-#pragma unroll
-        for (int v = 0; v < W; v++) A += sh[v][g][2 + d] * fw[g][v];
-        if (S == 1 && !fold) {   /* the only split: the result */
-            out[(size_t)(kvh * group + g0 + g) * hd + d] = L > 0.f ? A / L : 0.f;
-            continue;
-        }
-        float *part = scratch + ((size_t)(kvh * group + g0 + g) * SM + s) * PS;
-        part[AK_ATTN_PART_PAD + d] = A;
-        if (d == 0) { part[0] = M; part[1] = L; }
-    }
-    if (S == 1 || fold) return;
-    /* the last block of this KV head to get here merges; one release-acquire atomic
-     * (two fence.sc, as __threadfence, cost 0.5 us more per layer) */
-    uint32_t *cnt = (uint32_t *)(scratch + (size_t)p.n_heads * SM * PS) + blockIdx.x;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        uint32_t old;
-        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(cnt) : "memory");
-        last = old == (uint32_t)S - 1;
-    }
-    __syncthreads();
-    if (!last) return;
-    /* L2 loads (__ldcg: the other blocks' writes are visible there after their release and
-     * our acquire). A warp per head makes every split's factor e^(m - M) and the sum L at
-     * once (its lanes over the splits), then a thread per output value adds the splits'
-     * weighted V with independent loads: no chain of round trips per split. */
-    for (int g = w; g < G; g += W) {
-        const float *ph = scratch + (size_t)(kvh * group + g0 + g) * SM * PS;
-        float mu[AK_ATTN_MAX_SPLITS / 32], M = -INFINITY, L = 0.f;
-#pragma unroll
-        for (int i = 0; i < AK_ATTN_MAX_SPLITS / 32; i++) {
-            const int u = lane + 32 * i;
-            mu[i] = u < S ? __ldcg(ph + (size_t)u * PS) : -INFINITY;
-            M = fmaxf(M, mu[i]);
-        }
-        M = ak_warp_max(M);
-#pragma unroll
-        for (int i = 0; i < AK_ATTN_MAX_SPLITS / 32; i++) {
-            const int u = lane + 32 * i;
-            if (u >= S) break;
-            const float f = mu[i] == -INFINITY ? 0.f : expf(mu[i] - M);
-            L += __ldcg(ph + (size_t)u * PS + 1) * f;
-            mw[g][u] = f;
-        }
-        L = ak_warp_sum(L);
-        if (lane == 0) fw[g][W + 1] = L;
-    }
-    __syncthreads();
-    for (int t = threadIdx.x; t < G * hd; t += blockDim.x) {
-        const int g = t / hd, d = t % hd, h = kvh * group + g0 + g;
-        const float *ph = scratch + (size_t)h * SM * PS + AK_ATTN_PART_PAD + d, L = fw[g][W + 1];
-        float A = 0.f;
-#pragma unroll 8
-        for (int u = 0; u < S; u++) A += __ldcg(ph + (size_t)u * PS) * mw[g][u];
-        out[(size_t)h * hd + d] = L > 0.f ? A / L : 0.f;
-    }
-    if (threadIdx.x == 0) *cnt = 0;
+    dec_finish<W, MG, 32 * DPL>(a, p, sh, fw, mw, &last, kvh * group + g0, G, s, S);
 }
 
 template <int DPL, int MG>
@@ -453,16 +459,6 @@ static cudaError_t attn_decode_group(const ak_cuda_cmd *c, cudaStream_t st) {
     case 2: return attn_decode_launch<DPL, 2>(c, st);
     case 4: return attn_decode_launch<DPL, 4>(c, st);
     default: return attn_decode_launch<DPL, (32 / DPL < 8 ? 32 / DPL : 8)>(c, st);
-    }
-}
-
-extern "C" int ak_cuda_attn_decode(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
-    switch (((const ak_p_attn *)c->a.p)->head_dim) {
-    case 32: return (int)attn_decode_group<1>(c, x->stream);
-    case 64: return (int)attn_decode_group<2>(c, x->stream);
-    case 128: return (int)attn_decode_group<4>(c, x->stream);
-    case 256: return (int)attn_decode_group<8>(c, x->stream);
-    default: return (int)cudaErrorInvalidValue;   /* refused at encode */
     }
 }
 
@@ -719,6 +715,242 @@ __global__ void __launch_bounds__(128) k_attn_prefill_tc(ak_cuda_args a) {
     }
 }
 
+/* ---- decode on tensor cores (F16 cache, heads of 64 or 128) ----
+ * The scalar kernel spends about 140 instructions a key on an 8B shape (its lanes split
+ * the head, so every score is a warp reduction): at depth it is bound by issue, near half
+ * the H100's bandwidth. Here the query heads of a KV head (up to AK_DTC_MG) are the rows
+ * of an m16n8k16's A operand: per 16 keys a warp issues 32 mma and a few dozen other
+ * instructions. Q and P go in as two f16 halves each, x = hi + lo, hi in row g and lo in
+ * the padding row g + 8, and the two rows' products are added: about 22 bits, as the
+ * float kernel (f16 alone costs 1e-3 relative, see the tensor-core prefill), at no extra
+ * mma. Each warp streams its own 16-key tiles of K and V (swizzled for ldmatrix) through
+ * a cp.async pipeline as the scalar kernel does, and the block ends as that kernel does
+ * (dec_finish). */
+#define AK_DTC_WARPS 4
+#define AK_DTC_MG 8
+#define AK_DTC_K 16
+template <int HD> struct dtc_cfg {
+    static constexpr int TILE = 2 * AK_DTC_K * HD;   /* halves of a K and V tile */
+    static constexpr int P = HD > 64 ? 2 : 3;   /* 64 KB a block at head 128: three an SM */
+    static constexpr size_t PIPE = (size_t)P * AK_DTC_WARPS * TILE * 2;
+    static constexpr size_t SH = sizeof(float) * AK_DTC_WARPS * AK_DTC_MG * (HD + 2);
+    static constexpr size_t SMEM = PIPE > SH ? PIPE : SH;
+};
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const __half *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"((uint32_t)__cvta_generic_to_shared(p)) : "memory");
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const __half *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"((uint32_t)__cvta_generic_to_shared(p)) : "memory");
+}
+/* A tile's 16-byte chunk c of row r, in halves: chunks XOR-swizzled by the row, so the 8
+ * rows an ldmatrix reads (and a row's copies) fall on distinct banks without padding */
+template <int HD> __device__ __forceinline__ int dtc_at(int r, int c) { return r * HD + 8 * (c ^ (r & 7)); }
+/* 16 bytes, or 16 zero bytes where !ok (rows past the chunk: their V must not be NaN) */
+__device__ __forceinline__ void cp16_or_zero(void *d, const void *s, bool ok) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"((uint32_t)__cvta_generic_to_shared(d)), "l"(s), "r"(ok ? 16 : 0));
+}
+/* x as hi + lo halves, packed in pairs: (a, b) -> the hi pair and the lo pair */
+__device__ __forceinline__ void split_h2(float x0, float x1, uint32_t &hi, uint32_t &lo) {
+    const __half2 h = __floats2half2_rn(x0, x1);
+    const float2 r = __half22float2(h);
+    const __half2 l = __floats2half2_rn(x0 - r.x, x1 - r.y);
+    hi = *(const uint32_t *)&h;
+    lo = *(const uint32_t *)&l;
+}
+
+template <int HD>
+__global__ void __launch_bounds__(AK_DTC_WARPS * 32) k_attn_decode_tc(ak_cuda_args a) {
+    using C = dtc_cfg<HD>;
+    constexpr int W = AK_DTC_WARPS, MG = AK_DTC_MG, DPL = HD / 32;
+    extern __shared__ __align__(16) uint8_t shraw[];
+    float (*sh)[MG][HD + 2] = reinterpret_cast<float (*)[MG][HD + 2]>(shraw);
+    __shared__ float sq[MG + 2][HD];
+    __shared__ float fw[MG][W + 2];
+    __shared__ float rcs[2][HD / 2];
+    __shared__ float mw[MG][AK_ATTN_MAX_SPLITS];
+    __shared__ bool last;
+    ak_trace_t tr_;
+    const ak_stepv st_ = ak_step(a);
+    const ak_p_attn p = ak_params<ak_p_attn>(a, st_);
+    const int group = p.n_heads / p.n_kv_heads, passes = (group + MG - 1) / MG;
+    const int kvh = blockIdx.x / passes, g0 = (blockIdx.x % passes) * MG, G = min(MG, group - g0);
+    const int s = blockIdx.y, cur = p.pos + p.n - 1;
+    int lo, hi;
+    key_range(p, cur, &lo, &hi);
+    const int S = ak_attn_used_splits(hi - lo, gridDim.y), chunk = (hi - lo + S - 1) / S;
+    if (s >= S) return;
+    const int k0 = lo + s * chunk, k1 = min(hi, k0 + chunk);
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
+    const __half *kc = (const __half *)a.b[1] + (size_t)kvh * p.max_seq * HD, *vc = (const __half *)a.b[2] + (size_t)kvh * p.max_seq * HD;
+    __half *mine = reinterpret_cast<__half *>(shraw) + (size_t)w * C::P * C::TILE;
+    /* the warp's i-th tile: keys k0 + AK_DTC_K (w + W i) on; the key of this position
+     * (cur) is made in this kernel and copied in when its tile is computed */
+    auto issue = [&](int i) {
+        const int j0 = k0 + AK_DTC_K * (w + W * i);
+        if (j0 < k1) {
+            __half *d = mine + (size_t)(i % C::P) * C::TILE;
+#pragma unroll
+            for (int c = lane; c < AK_DTC_K * HD / 8; c += 32) {
+                const int r = c / (HD / 8), col = 8 * (c % (HD / 8)), j = j0 + r;
+                const bool ok = j < k1 && j < cur;
+                const size_t off = ok ? (size_t)j * HD + col : 0;
+                cp16_or_zero(d + dtc_at<HD>(r, col / 8), kc + off, ok);
+                cp16_or_zero(d + AK_DTC_K * HD + dtc_at<HD>(r, col / 8), vc + off, ok);
+            }
+        }
+        ak_cp_async_commit();
+    };
+    if (!st_.stopped)
+        for (int i = 0; i < C::P - 1; i++) issue(i);
+    if (a.rope.head_dim) rope_table<DPL>(a, p, rcs);
+    ak_pdl_wait();
+    tr_.start(a, st_);
+    if (st_.stopped) return;
+    const float *qv = (const float *)a.b[0] + (size_t)(p.n - 1) * p.ld_q + (size_t)(kvh * group + g0) * HD;
+    if (a.rope.head_dim) {
+        rope_fold<DPL, true>(a, p, kvh, kvh * group + g0, G, s == S - 1, sq, rcs);
+        qv = &sq[0][0];
+    }
+    ak_pdl_trigger();
+    tr_.mark();
+    /* A fragments of Q: row g (under G a head) its f16 part, row g + 8 the rest, so every
+     * product row g + 8 gives completes row g's (the padding rows do the second half) */
+    uint32_t qf[HD / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++)
+#pragma unroll
+        for (int x = 0; x < 2; x++) {
+            const int d = 16 * kk + 2 * t4 + 8 * x;
+            const bool in = g < G;
+            split_h2(in ? qv[(size_t)g * HD + d] : 0.f, in ? qv[(size_t)g * HD + d + 1] : 0.f, qf[kk][2 * x], qf[kk][2 * x + 1]);
+        }
+    float o[HD / 8][4], m = -INFINITY, l = 0.f;
+#pragma unroll
+    for (int u = 0; u < HD / 8; u++) o[u][0] = o[u][1] = o[u][2] = o[u][3] = 0.f;
+    for (int i = 0;; i++) {
+        const int j0 = k0 + AK_DTC_K * (w + W * i);
+        if (j0 >= k1) break;
+        issue(i + C::P - 1);   /* into the slot computed last round */
+        ak_cp_async_wait<C::P - 1>();
+        __syncwarp();   /* the other lanes' copies */
+        __half *kt = mine + (size_t)(i % C::P) * C::TILE, *vt = kt + AK_DTC_K * HD;
+        if (cur >= j0 && cur < j0 + AK_DTC_K && cur < k1) {
+            const int r = cur - j0;
+            for (int c = lane; c < HD / 4; c += 32) {
+                const bool v = c >= HD / 8;
+                const int col = 8 * (c % (HD / 8));
+                *(uint4 *)((v ? vt : kt) + dtc_at<HD>(r, col / 8)) = *(const uint4 *)((v ? vc : kc) + (size_t)cur * HD + col);
+            }
+            __syncwarp();
+        }
+        /* S = Q K^T for keys 8 n8 on; even and odd k16 steps in two accumulators (two
+         * chains of dependent mma, not one twice as long) */
+        float sa[2][4], sb[2][4];
+#pragma unroll
+        for (int n8 = 0; n8 < 2; n8++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) sa[n8][e] = sb[n8][e] = 0.f;
+#pragma unroll
+            for (int k2 = 0; k2 < HD / 32; k2++) {
+                uint32_t b[4];   /* keys 8 n8 on, dims 32 k2 on: b0, b1 of two k16 steps */
+                ldsm_x4(b, kt + dtc_at<HD>(8 * n8 + (lane & 7), 4 * k2 + (lane >> 3)));
+                const uint32_t *q0 = qf[2 * k2], *q1 = qf[2 * k2 + 1];
+                mma16816(sa[n8], q0[0], q0[1], q0[2], q0[3], b[0], b[1]);
+                mma16816(sb[n8], q1[0], q1[1], q1[2], q1[3], b[2], b[3]);
+            }
+        }
+        /* row g's scores of keys 8 n8 + 2 t4 + e, online softmax in log2 units (a quad
+         * holds a head) */
+        float sc[2][2], mx = -INFINITY;
+#pragma unroll
+        for (int n8 = 0; n8 < 2; n8++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float dot = (sa[n8][e] + sa[n8][e + 2]) + (sb[n8][e] + sb[n8][e + 2]);
+                const float v = j0 + 8 * n8 + 2 * t4 + e < k1 ? attn_score(dot, p) * 1.44269504f : -INFINITY;
+                sc[n8][e] = v;
+                mx = fmaxf(mx, v);
+            }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float mn = fmaxf(m, mx);   /* the tile's first key is in range: finite */
+        if (__any_sync(0xffffffffu, mn != m)) {   /* deep in a cache the maxima settle: no rescale */
+            const float c = exp2f(m - mn);
+            l *= c;
+#pragma unroll
+            for (int u = 0; u < HD / 8; u++) o[u][0] *= c, o[u][1] *= c, o[u][2] *= c, o[u][3] *= c;
+            m = mn;
+        }
+#pragma unroll
+        for (int n8 = 0; n8 < 2; n8++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                sc[n8][e] = exp2f(sc[n8][e] - m);
+                l += sc[n8][e];
+            }
+        /* P as the A operand: row g its f16 part, row g + 8 the rest */
+        uint32_t pf[4];
+        split_h2(sc[0][0], sc[0][1], pf[0], pf[1]);
+        split_h2(sc[1][0], sc[1][1], pf[2], pf[3]);
+#pragma unroll
+        for (int u2 = 0; u2 < HD / 16; u2++) {
+            uint32_t b[4];   /* V transposed: keys 0-7 and 8-15 of dims 16 u2 on, then of 16 u2 + 8 on */
+            ldsm_x4_t(b, vt + dtc_at<HD>(8 * ((lane >> 3) & 1) + (lane & 7), 2 * u2 + (lane >> 4)));
+            mma16816(o[2 * u2], pf[0], pf[1], pf[2], pf[3], b[0], b[1]);
+            mma16816(o[2 * u2 + 1], pf[0], pf[1], pf[2], pf[3], b[2], b[3]);
+        }
+    }
+    ak_cp_async_wait<0>();
+    __syncthreads();   /* the merge area is the pipeline's */
+    /* row g: the quad's sum, the max in natural units, the two halves' products added */
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    if (t4 == 0) { sh[w][g][0] = m * 0.693147181f; sh[w][g][1] = l; }
+#pragma unroll
+    for (int u = 0; u < HD / 8; u++) {
+        sh[w][g][2 + 8 * u + 2 * t4] = o[u][0] + o[u][2];
+        sh[w][g][2 + 8 * u + 2 * t4 + 1] = o[u][1] + o[u][3];
+    }
+    __syncthreads();
+    dec_finish<W, MG, HD>(a, p, sh, fw, mw, &last, kvh * group + g0, G, s, S);
+}
+
+/* Decode heads per block: AK_DTC_MG on tensor cores (an F16 cache, heads of 64 or 128),
+ * else the scalar kernel's dec_mg. */
+static bool dec_tc(const ak_p_attn *p) { return p->kv_f16 && (p->head_dim == 64 || p->head_dim == 128); }
+
+/* Decode splits of the cache (the grid's y): enough blocks for two per SM at any depth, so
+ * that a deep cache streams from every SM (with 16 splits and 8 KV heads, one block an SM,
+ * H200 8B Q4_0 at depth 16384 read its KV at 0.8 TB/s), at most AK_ATTN_MAX_SPLITS (the
+ * merge's share) and at least AK_ATTN_FOLD; a step uses ak_attn_used_splits of them. */
+extern "C" int ak_cuda_attn_splits(const ak_p_attn *p, int n_sm) {
+    const int group = p->n_heads / p->n_kv_heads, mg = dec_tc(p) ? AK_DTC_MG : dec_mg(p->head_dim, group);
+    const int blocks = p->n_kv_heads * ((group + mg - 1) / mg);
+    int s = ak_cdiv(2 * (int64_t)n_sm, blocks);
+    s = s < AK_ATTN_FOLD ? AK_ATTN_FOLD : s > AK_ATTN_MAX_SPLITS ? AK_ATTN_MAX_SPLITS : s;
+    return ak_attn_used_splits(p->max_seq, s);
+}
+
+template <int HD> static cudaError_t attn_decode_tc(const ak_cuda_cmd *c, cudaStream_t st) {
+    const ak_p_attn *p = (const ak_p_attn *)c->a.p;
+    const int group = p->n_heads / p->n_kv_heads, passes = (group + AK_DTC_MG - 1) / AK_DTC_MG;
+    return ak_launch(k_attn_decode_tc<HD>, dim3(p->n_kv_heads * passes, c->aux[1]), dim3(AK_DTC_WARPS * 32), dtc_cfg<HD>::SMEM, st, c->a);
+}
+
+extern "C" int ak_cuda_attn_decode(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
+    const ak_p_attn *p = (const ak_p_attn *)c->a.p;
+    if (dec_tc(p)) return (int)(p->head_dim == 64 ? attn_decode_tc<64>(c, x->stream) : attn_decode_tc<128>(c, x->stream));
+    switch (p->head_dim) {
+    case 32: return (int)attn_decode_group<1>(c, x->stream);
+    case 64: return (int)attn_decode_group<2>(c, x->stream);
+    case 128: return (int)attn_decode_group<4>(c, x->stream);
+    case 256: return (int)attn_decode_group<8>(c, x->stream);
+    default: return (int)cudaErrorInvalidValue;   /* refused at encode */
+    }
+}
+
 extern "C" int ak_cuda_attn_prefill(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
     const ak_p_attn *p = (const ak_p_attn *)c->a.p;
     if (p->kv_f16 && (p->head_dim == 64 || p->head_dim == 128)) {
@@ -736,6 +968,8 @@ extern "C" int ak_cuda_init_attention(void) {
     if (e == cudaSuccess) e = dec_attrs<2>();
     if (e == cudaSuccess) e = dec_attrs<4>();
     if (e == cudaSuccess) e = dec_attrs<8>();
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_attn_decode_tc<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dtc_cfg<64>::SMEM);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_attn_decode_tc<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dtc_cfg<128>::SMEM);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_attn_prefill_tc<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tc_smem<64>());
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_attn_prefill_tc<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tc_smem<128>());
     return (int)e;
