@@ -4,10 +4,13 @@
 # PyPI's llama-cpp-python sdist, trimmed to what the build needs, carried to the device in
 # an ignored folder), builds akunu, writes the synthetic models and prints both engines'
 # pp512 / tg128 and their ratios (akunu with an F16 KV cache, as llama.cpp's default),
-# and akunu's host time per chain-decoded token. A build that outlives the call resumes
-# on the next one while the machine is warm (the build folder is /root/llama-build).
+# and akunu's host time per chain-decoded token. Each model runs at the cache depths in
+# DEPTHS (default 0, 4096 and 16384: pp512 and tg128 after that many prompt tokens, -d in
+# both engines). A build that outlives the call resumes on the next one while the machine
+# is warm (the build folder is /root/llama-build).
 #   bench/gpu-compare.sh [MODEL ...]     (default: the 8B shape in Q4_0, Q8_0, Q4_K_M, Q6_K
 #                                         and F16, and Qwen3-0.6B in Q4_K_M)
+#   DEPTHS="0 4096" bench/gpu-compare.sh qwen3-0.6b-q4_0
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/build-gpu/compare-out}
@@ -15,6 +18,7 @@ mkdir -p "$OUT"
 src=${SRC:-.llama/src.tgz}
 lb=/root/llama-build
 models=("$@")
+depths=(${DEPTHS:-0 4096 16384})
 [ ${#models[@]} -gt 0 ] || models=(llama-3-8b-q4_0 llama-3-8b-q8_0 llama-3-8b-q4_k_m llama-3-8b-q6_k llama-3-8b-f16 qwen3-0.6b-q4_k_m)
 if ls .whl/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
@@ -38,18 +42,23 @@ printf "| model | test | akunu t/s | llama.cpp t/s | ratio |\n| --- | --- | ---:
 hosts=""
 for m in "${models[@]}"; do
     f=models/bench-$m.gguf
-    # --kv-f16: the same KV-cache type as llama.cpp's default
-    AKUNU_CUDA_STATS=1 build-gpu/akunu bench -m "$f" --backend cuda --kv-f16 -p 512 -n 128 -r 5 --json > "$OUT/akunu-$m.json" 2> "$OUT/akunu-$m.stats"
-    "$lb/b/bin/llama-bench" -m "$f" -ngl 99 -p 512 -n 128 -r 5 -o json > "$OUT/llama-$m.json" 2>/dev/null
-    python3 - "$m" "$OUT/akunu-$m.json" "$OUT/llama-$m.json" <<'PY'
+    for d in "${depths[@]}"; do
+        # --kv-f16: the same KV-cache type as llama.cpp's default
+        AKUNU_CUDA_STATS=1 build-gpu/akunu bench -m "$f" --backend cuda --kv-f16 -p 512 -n 128 -d "$d" -r 5 --json > "$OUT/akunu-$m-d$d.json" 2> "$OUT/akunu-$m-d$d.stats"
+        "$lb/b/bin/llama-bench" -m "$f" -ngl 99 -p 512 -n 128 -d "$d" -r 5 -o json > "$OUT/llama-$m-d$d.json" 2>/dev/null
+        python3 - "$m" "$OUT/akunu-$m-d$d.json" "$OUT/llama-$m-d$d.json" <<'PY'
 import json, sys
 m, a, l = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
-ll = {("pp%d" % r["n_prompt"]) if r["n_gen"] == 0 else ("tg%d" % r["n_gen"]): r["avg_ts"] for r in l}
+def name(r):
+    t = ("pp%d" % r["n_prompt"]) if r["n_gen"] == 0 else ("tg%d" % r["n_gen"])
+    return t + (" @ d%d" % r["n_depth"] if r.get("n_depth") else "")
+ll = {name(r): r["avg_ts"] for r in l}
 for r in a:
     t, v = r["test"], r["tps_median"]
     o = ll.get(t)
     print(f"| {m} | {t} | {v:.1f} | {o:.1f} | {v / o:.2f} |" if o else f"| {m} | {t} | {v:.1f} | - | - |")
 PY
-    hosts="$hosts $m: $(grep "128 step(s)" "$OUT/akunu-$m.stats" | sed 's/.*host \([0-9.]*\) us.*/\1/' | sort -n | awk '{a[NR]=$1} END {print NR ? a[int((NR+1)/2)] : "?"}') us;"
+    done
+    hosts="$hosts $m: $(grep "128 step(s)" "$OUT/akunu-$m-d${depths[0]}.stats" | sed 's/.*host \([0-9.]*\) us.*/\1/' | sort -n | awk '{a[NR]=$1} END {print NR ? a[int((NR+1)/2)] : "?"}') us;"
 done
 echo "akunu host time per chain-decoded token (median of the tg128 runs):$hosts"
