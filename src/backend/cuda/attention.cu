@@ -568,7 +568,8 @@ __global__ void __launch_bounds__(AK_PF_THREADS) k_attn_prefill(ak_cuda_args a) 
 
 /* ---- prefill on tensor cores (F16 cache, head_dim 64 or 128) ----
  * FlashAttention-2 style: a block of 4 warps takes 64 queries of one head, each warp 16
- * of them; key tiles of 64 go through shared memory (K as is, V transposed) and
+ * of them; key tiles of 64 stream through two shared-memory stages by cp.async (the next
+ * loads while one is computed; swizzled, read by ldmatrix, V transposed by it) and
  * mma.sync m16n8k16 (f16 in, f32 accumulate) computes S = Q K^T and O += P V; the
  * online softmax runs on the S fragments in registers (a row is spread over the 4
  * threads of a quad). Q and P are rounded to f16 for the products: about 1e-3 relative
@@ -586,18 +587,42 @@ __device__ __forceinline__ uint32_t pack_h2(float lo, float hi) {
     return *(uint32_t *)&h;
 }
 
-/* row strides in halves, padded so that fragment loads hit distinct banks */
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const __half *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"((uint32_t)__cvta_generic_to_shared(p)) : "memory");
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const __half *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"((uint32_t)__cvta_generic_to_shared(p)) : "memory");
+}
+/* A tile's 16-byte chunk c of row r, in halves: chunks XOR-swizzled by the row, so the 8
+ * rows an ldmatrix reads (and a row's copies) fall on distinct banks without padding */
+template <int HD> __device__ __forceinline__ int dtc_at(int r, int c) { return r * HD + 8 * (c ^ (r & 7)); }
+/* 16 bytes, or 16 zero bytes where !ok (rows past the chunk: their V must not be NaN) */
+__device__ __forceinline__ void cp16_or_zero(void *d, const void *s, bool ok) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"((uint32_t)__cvta_generic_to_shared(d)), "l"(s), "r"(ok ? 16 : 0));
+}
+/* x as hi + lo halves, packed in pairs: (a, b) -> the hi pair and the lo pair */
+__device__ __forceinline__ void split_h2(float x0, float x1, uint32_t &hi, uint32_t &lo) {
+    const __half2 h = __floats2half2_rn(x0, x1);
+    const float2 r = __half22float2(h);
+    const __half2 l = __floats2half2_rn(x0 - r.x, x1 - r.y);
+    hi = *(const uint32_t *)&h;
+    lo = *(const uint32_t *)&l;
+}
+
+/* Q's row stride in halves, padded so that fragment loads hit distinct banks; K and V
+ * tiles in two stages, swizzled (dtc_at) */
 #define AK_TC_QS(HD) ((HD) + 8)
-#define AK_TC_VS (AK_TC_K + 8)
 template <int HD> static __host__ __device__ size_t tc_smem() {
-    return ((size_t)(AK_TC_Q + AK_TC_K) * AK_TC_QS(HD) + (size_t)HD * AK_TC_VS) * 2;
+    return ((size_t)AK_TC_Q * AK_TC_QS(HD) + (size_t)2 * 2 * AK_TC_K * HD) * 2;
 }
 
 template <int HD>
 __global__ void __launch_bounds__(128) k_attn_prefill_tc(ak_cuda_args a) {
     extern __shared__ __align__(16) __half tsm[];
-    constexpr int QS = AK_TC_QS(HD), VS = AK_TC_VS;
-    __half *Qs = tsm, *Ks = Qs + AK_TC_Q * QS, *Vt = Ks + AK_TC_K * QS;
+    constexpr int QS = AK_TC_QS(HD), TILE = 2 * AK_TC_K * HD;   /* K then V, per stage */
+    __half *Qs = tsm, *kv = Qs + AK_TC_Q * QS;
     AK_KERNEL_ENTRY(ak_p_attn, p);
     const int group = p.n_heads / p.n_kv_heads, h = blockIdx.x, i0 = blockIdx.y * AK_TC_Q;
     if (i0 >= p.n) return;
@@ -629,28 +654,35 @@ __global__ void __launch_bounds__(128) k_attn_prefill_tc(ak_cuda_args a) {
         qf[kk][2] = *(const uint32_t *)(q0 + 8);
         qf[kk][3] = *(const uint32_t *)(q0 + 8 * QS + 8);
     }
-    for (int kb = klo; kb < khi; kb += AK_TC_K) {
-        const int nk = min(AK_TC_K, khi - kb);
+    /* tile kb's K and V into stage st by cp.async (zeros past khi: V's must not be NaN) */
+    auto fetch = [&](int kb, int st) {
+        if (kb < khi)
+            for (int e = threadIdx.x; e < AK_TC_K * HD / 8; e += blockDim.x) {
+                const int j = e / (HD / 8), c = e % (HD / 8);
+                const bool ok = kb + j < khi;
+                const size_t off = ok ? base + (size_t)(kb + j) * HD + 8 * c : 0;
+                cp16_or_zero(kv + st * TILE + dtc_at<HD>(j, c), kc + off, ok);
+                cp16_or_zero(kv + st * TILE + AK_TC_K * HD + dtc_at<HD>(j, c), vc + off, ok);
+            }
+        ak_cp_async_commit();
+    };
+    fetch(klo, 0);
+    for (int kb = klo, st = 0; kb < khi; kb += AK_TC_K, st ^= 1) {
+        fetch(kb + AK_TC_K, st ^ 1);   /* the next tile loads while this one is computed */
+        ak_cp_async_wait<1>();
         __syncthreads();
-        for (int e = threadIdx.x; e < AK_TC_K * HD / 8; e += blockDim.x) {
-            int j = e / (HD / 8), d = 8 * (e % (HD / 8));            /* K: a row per 16 threads */
-            *(uint4 *)&Ks[j * QS + d] = j < nk ? *(const uint4 *)(kc + base + (size_t)(kb + j) * HD + d) : make_uint4(0, 0, 0, 0);
-            j = e % AK_TC_K, d = 8 * (e / AK_TC_K);                     /* V: neighbouring keys, transposed */
-            uint4 vv = j < nk ? *(const uint4 *)(vc + base + (size_t)(kb + j) * HD + d) : make_uint4(0, 0, 0, 0);
-            const __half *vh = (const __half *)&vv;
-#pragma unroll
-            for (int x = 0; x < 8; x++) Vt[(d + x) * VS + j] = vh[x];
-        }
-        __syncthreads();
+        const __half *Ks = kv + st * TILE, *Vs = Ks + AK_TC_K * HD;
         float sc[AK_TC_K / 8][4];
 #pragma unroll
         for (int n8 = 0; n8 < AK_TC_K / 8; n8++) {
             sc[n8][0] = sc[n8][1] = sc[n8][2] = sc[n8][3] = 0.f;
-            const __half *kr = Ks + (8 * n8 + g) * QS + 2 * t;
 #pragma unroll
-            for (int kk = 0; kk < HD / 16; kk++)
-                mma16816(sc[n8], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], *(const uint32_t *)(kr + 16 * kk),
-                         *(const uint32_t *)(kr + 16 * kk + 8));
+            for (int k2 = 0; k2 < HD / 32; k2++) {
+                uint32_t b[4];   /* keys 8 n8 on, dims 32 k2 on: b0, b1 of two k16 steps */
+                ldsm_x4(b, Ks + dtc_at<HD>(8 * n8 + (lane & 7), 4 * k2 + (lane >> 3)));
+                mma16816(sc[n8], qf[2 * k2][0], qf[2 * k2][1], qf[2 * k2][2], qf[2 * k2][3], b[0], b[1]);
+                mma16816(sc[n8], qf[2 * k2 + 1][0], qf[2 * k2 + 1][1], qf[2 * k2 + 1][2], qf[2 * k2 + 1][3], b[2], b[3]);
+            }
         }
         /* mask and scale; online softmax per row (r 0: row g, r 1: row g + 8) */
         float mx[2] = {-INFINITY, -INFINITY}, corr[2];
@@ -693,11 +725,14 @@ __global__ void __launch_bounds__(128) k_attn_prefill_tc(ak_cuda_args a) {
             uint32_t a0 = pack_h2(sc[2 * j][0], sc[2 * j][1]), a1 = pack_h2(sc[2 * j][2], sc[2 * j][3]);
             uint32_t a2 = pack_h2(sc[2 * j + 1][0], sc[2 * j + 1][1]), a3 = pack_h2(sc[2 * j + 1][2], sc[2 * j + 1][3]);
 #pragma unroll
-            for (int u = 0; u < HD / 8; u++) {
-                const __half *vr = Vt + (8 * u + g) * VS + 16 * j + 2 * t;
-                mma16816(o[u], a0, a1, a2, a3, *(const uint32_t *)vr, *(const uint32_t *)(vr + 8));
+            for (int u2 = 0; u2 < HD / 16; u2++) {
+                uint32_t b[4];   /* V transposed: keys 16 j to 16 j + 15 of dims 16 u2 on, then 16 u2 + 8 on */
+                ldsm_x4_t(b, Vs + dtc_at<HD>(16 * j + 8 * ((lane >> 3) & 1) + (lane & 7), 2 * u2 + (lane >> 4)));
+                mma16816(o[2 * u2], a0, a1, a2, a3, b[0], b[1]);
+                mma16816(o[2 * u2 + 1], a0, a1, a2, a3, b[2], b[3]);
             }
         }
+        __syncthreads();   /* this stage is the one fetched into next round */
     }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -736,30 +771,6 @@ template <int HD> struct dtc_cfg {
     static constexpr size_t SH = sizeof(float) * AK_DTC_WARPS * AK_DTC_MG * (HD + 2);
     static constexpr size_t SMEM = PIPE > SH ? PIPE : SH;
 };
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const __half *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"((uint32_t)__cvta_generic_to_shared(p)) : "memory");
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const __half *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"((uint32_t)__cvta_generic_to_shared(p)) : "memory");
-}
-/* A tile's 16-byte chunk c of row r, in halves: chunks XOR-swizzled by the row, so the 8
- * rows an ldmatrix reads (and a row's copies) fall on distinct banks without padding */
-template <int HD> __device__ __forceinline__ int dtc_at(int r, int c) { return r * HD + 8 * (c ^ (r & 7)); }
-/* 16 bytes, or 16 zero bytes where !ok (rows past the chunk: their V must not be NaN) */
-__device__ __forceinline__ void cp16_or_zero(void *d, const void *s, bool ok) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"((uint32_t)__cvta_generic_to_shared(d)), "l"(s), "r"(ok ? 16 : 0));
-}
-/* x as hi + lo halves, packed in pairs: (a, b) -> the hi pair and the lo pair */
-__device__ __forceinline__ void split_h2(float x0, float x1, uint32_t &hi, uint32_t &lo) {
-    const __half2 h = __floats2half2_rn(x0, x1);
-    const float2 r = __half22float2(h);
-    const __half2 l = __floats2half2_rn(x0 - r.x, x1 - r.y);
-    hi = *(const uint32_t *)&h;
-    lo = *(const uint32_t *)&l;
-}
-
 template <int HD>
 __global__ void __launch_bounds__(AK_DTC_WARPS * 32) k_attn_decode_tc(ak_cuda_args a) {
     using C = dtc_cfg<HD>;
