@@ -132,11 +132,17 @@ static ak_status read_config(ak_model *m, ak_err *err) {
     ak_str stype;
     char k[128];
     snprintf(k, sizeof k, "%s.rope.scaling.type", a);
-    if (ak_gguf_get_str(g, k, &stype) && ak_str_eq(stype, "linear") && get_f(g, a, "rope.scaling.factor", &d)) {
-        if (!(d >= 1 && d < 1e6)) return ak_fail(err, AK_ERR_FORMAT, "model: rope.scaling.factor %g out of range", d);
-        c->rope_freq_scale = (float)(1.0 / d);
-    } else if (ak_gguf_get_str(g, k, &stype) && ak_str_eq(stype, "yarn") && (st = read_yarn(g, a, c, err))) {
-        return st;
+    if (ak_gguf_get_str(g, k, &stype)) {
+        if (ak_str_eq(stype, "linear") && get_f(g, a, "rope.scaling.factor", &d)) {
+            if (!(d >= 1 && d < 1e6)) return ak_fail(err, AK_ERR_FORMAT, "model: rope.scaling.factor %g out of range", d);
+            c->rope_freq_scale = (float)(1.0 / d);
+        } else if (ak_str_eq(stype, "yarn")) {
+            if ((st = read_yarn(g, a, c, err))) return st;
+        } else if (!ak_str_eq(stype, "none") && !ak_str_eq(stype, "linear")) {
+            /* another scaling (longrope, ...) computed as none would be a silent wrong answer */
+            return ak_fail(err, AK_ERR_UNSUPPORTED, "model: rope.scaling.type '%.*s' is not supported (none, linear, yarn are)",
+                           (int)(stype.len > 40 ? 40 : stype.len), stype.ptr);
+        }
     }
     c->attn_softcap = c->final_softcap = 0;
     if (get_f(g, a, "attn_logit_softcapping", &d)) c->attn_softcap = (float)d;
@@ -151,9 +157,6 @@ static ak_status read_config(ak_model *m, ak_err *err) {
     return AK_OK;
 }
 
-/* RoPE inverse frequencies as the reference computes them in float32:
- * base^(-2i/n_rot), divided by the per-dimension factor where the file has one
- * (Llama 3.1 rope_freqs), times the linear scaling factor. */
 static const ak_tensor *find_named(const ak_model *m, const char *name) {
     for (int i = 0; i < m->n_tensors; i++)
         if (ak_str_eq(m->gguf->tensors[i].name, name)) return &m->tensors[i];

@@ -243,6 +243,23 @@ static void check_hostile_gguf(void) {
         CHECK(st == AK_ERR_FORMAT && err.msg[0], "%s = %g: status %d '%s'", bad[i].key, (double)bad[i].v, st, err.msg);
         printf("refused %s = %g: %s\n", bad[i].key, (double)bad[i].v, err.msg);
     }
+    /* a scaling type the loader does not know (the value "yarn" made "xarn") is refused,
+     * not computed as no scaling */
+    const char *key = "qwen3.rope.scaling.type";
+    uint8_t *k = memmem(data, n, key, strlen(key));
+    uint8_t *v = k ? memmem(k, n - (size_t)(k - data), "yarn", 4) : NULL;
+    CHECK(v != NULL, "%s = yarn in the GGUF", key);
+    if (v) {
+        v[0] = 'x';
+        ak_gguf *g;
+        ak_model *m = NULL;
+        ak_err err = {{0}};
+        ak_status st = ak_gguf_open_mem(data, n, &g, &err);
+        if (!st) st = ak_model_from_gguf(g, &m, &err);
+        CHECK(st == AK_ERR_UNSUPPORTED && strstr(err.msg, "xarn"), "rope.scaling.type xarn: status %d '%s'", st, err.msg);
+        printf("refused rope.scaling.type xarn: %s\n", err.msg);
+        ak_model_free(m);
+    }
     free(data);
 }
 
