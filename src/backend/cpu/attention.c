@@ -1,7 +1,7 @@
 /* Attention over the head-major KV cache ([kv_head][max_seq][head_dim] per layer):
- * decode (one query per head and row, two passes over the keys) and prefill as tiled flash
- * attention (online softmax over key blocks), with GQA, causal mask, sliding window
- * and logit softcap. */
+ * decode split over the KV length (flash decoding: partials per key chunk and KV head,
+ * merged in a fixed order) and prefill as tiled flash attention (online softmax over key
+ * blocks), with GQA, causal mask, sliding window and logit softcap. */
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/vecmath.h"
 #include <math.h>
@@ -33,7 +33,7 @@ static void key_range(const ak_p_attn *p, int q, int *lo, int *hi) {
 
 size_t ak_cpu_attn_scratch(const ak_p_attn *p, int prefill) {
     size_t hd = (size_t)p->head_dim;
-    if (!prefill) return (size_t)p->max_seq + 2 * hd;
+    if (!prefill) return (size_t)(p->n_heads / p->n_kv_heads) * AK_ATTN_DC + 16 * hd;   /* decode_chunk */
     /* + a key block of K and V rows widened from an F16 cache (attn_prefill_512) */
     return AK_ATTN_QB * (AK_ATTN_KB + 2 * hd + 2) + 2 * hd + 2 * AK_ATTN_KB * hd;
 }
@@ -124,31 +124,21 @@ static float exp_sub_row(float *x, int n, float m) {
     return l;
 }
 
-void ak_cpu_attn_decode(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
-    const ak_p_attn *p = (const ak_p_attn *)c->p;
-    int hd = p->head_dim, group = p->n_heads / p->n_kv_heads;
-    int64_t lo_h, hi_h;
-    ak_split(p->n_heads, ith, nth, &lo_h, &hi_h);
-    float *sc = tls->scratch, *tmp = sc + p->max_seq, *acc = tmp + hd;
-    /* every row, each as its own one-query decode (speculative verification checks n
-     * rows with the arithmetic of n decode steps) */
-    for (int r = 0; r < p->n; r++)
-    for (int64_t h = lo_h; h < hi_h; h++) {
-        int q = p->pos + r, lo, hi;
-        key_range(p, q, &lo, &hi);
-        const float *qv = (const float *)c->b[0] + (size_t)r * p->ld_q + (size_t)h * hd;
-        size_t base = (size_t)(h / group) * p->max_seq;
-        /* score() a row at a time: the softcap (Gemma 2) and the exponentials on vectors */
-        for (int j = lo; j < hi; j++) sc[j] = ak_dot_f32(hd, qv, cache_row(c->b[1], p->kv_f16, base + j, hd, tmp)) * p->scale;
-        if (p->softcap > 0) ak_cpu_softcap_row(sc + lo, hi - lo, p->softcap);
-        float m = -INFINITY;
-        for (int j = lo; j < hi; j++) m = sc[j] > m ? sc[j] : m;
-        const float l = exp_sub_row(sc + lo, hi - lo, m);
-        memset(acc, 0, (size_t)hd * sizeof(float));
-        for (int j = lo; j < hi; j++) axpy(acc, sc[j], cache_row(c->b[2], p->kv_f16, base + j, hd, tmp), hd);
-        float *out = (float *)c->b[3] + (size_t)r * p->n_heads * hd + (size_t)h * hd;
-        for (int k = 0; k < hd; k++) out[k] = acc[k] / l;
-    }
+/* The largest of x[0 .. n) (n >= 1), any order being exact. */
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) static float row_max512(const float *x, int n) {
+    __m512 m = _mm512_set1_ps(-INFINITY);
+    for (int j = 0; j < n; j += 16) m = _mm512_max_ps(m, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), ak_lanes512(n - j), x + j));
+    return _mm512_reduce_max_ps(m);
+}
+#endif
+static float row_max(const float *x, int n) {
+#if defined(__x86_64__)
+    if (ak_cpu_simd >= 2) return row_max512(x, n);
+#endif
+    float m = -INFINITY;
+    for (int j = 0; j < n; j++) m = x[j] > m ? x[j] : m;
+    return m;
 }
 
 #if defined(__x86_64__)
@@ -383,3 +373,333 @@ void ak_cpu_attn_prefill(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls)
         }
     }
 }
+
+/* ---- Decode: flash decoding over the KV length ----
+ * A row's visible keys [lo, hi) are cut at multiples of AK_ATTN_DC. A work unit is one
+ * such chunk of one KV head for the G query heads that share it (K and V are read once
+ * for the group); it leaves a partial in the table's shared buffer: o (unnormalised,
+ * G x hd), and per query head the maximum score m and l = sum e^(s - m). Threads take
+ * units by key count; whichever completes the last unit of a (row, KV head) merges its
+ * partials, in chunk order. The chunks, the arithmetic of each and the merge depend on
+ * the shapes and [lo, hi) alone, never on the thread count or on who runs what, so a
+ * verification row rounds exactly as the decode step at its position. */
+#define DC AK_ATTN_DC
+
+/* Row r's visible keys [lo, hi) and its chunks c0 .. c0 + nc. */
+typedef struct { int lo, hi, c0, nc; } dspan;
+static dspan row_span(const ak_p_attn *p, int r) {
+    dspan s;
+    key_range(p, p->pos + r, &s.lo, &s.hi);
+    s.c0 = s.lo / DC;
+    s.nc = s.hi > s.lo ? (s.hi - 1) / DC + 1 - s.c0 : 0;
+    return s;
+}
+
+/* Shared: a count of the units done per (row, KV head), and its partials, max_chunks slots
+ * per (row, KV head), neither placed by the rows of the call (n is patched). */
+static size_t max_chunks(const ak_p_attn *p) { return ((size_t)p->max_seq + DC - 1) / DC; }
+
+/* Floats of one partial: o[G][hd], m[G], l[G], rounded up to a cache line. */
+static size_t part_floats(const ak_p_attn *p) {
+    size_t g = (size_t)(p->n_heads / p->n_kv_heads);
+    return (g * ((size_t)p->head_dim + 2) + 15) & ~(size_t)15;
+}
+
+void ak_cpu_attn_shared(const ak_p_attn *p, size_t *counts, size_t *bytes) {
+    *counts = (size_t)p->n * p->n_kv_heads;
+    *bytes = *counts * max_chunks(p) * part_floats(p) * sizeof(float);
+}
+
+/* The two inner loops of a chunk. qk16: s[i] = scale * dot(q, K row i) for the 16 rows of
+ * K (F32 or F16, stride hd). pv16: o[g] += sum_j P[g][j] v_j for g < G (P rows at stride
+ * DC) over nk <= 16 rows of V (F32 or F16, stride hd), j in order. The vector versions
+ * sum the dot products in other orders; each order is fixed. */
+typedef struct {
+    void (*qk16)(const float *q, const void *K, int f16, int hd, float scale, float *s);
+    void (*pv16)(const float *P, int G, const void *V, int f16, int hd, int nk, float *o);
+} dec_ops;
+
+static void qk16_ref(const float *q, const void *K, int f16, int hd, float scale, float *s) {
+    for (int i = 0; i < 16; i++) {
+        float a = 0;
+        for (int d = 0; d < hd; d++) {
+            size_t x = (size_t)i * hd + d;
+            a += q[d] * (f16 ? ak_f16_to_f32(((const uint16_t *)K)[x]) : ((const float *)K)[x]);
+        }
+        s[i] = a * scale;
+    }
+}
+static void pv16_ref(const float *P, int G, const void *V, int f16, int hd, int nk, float *o) {
+    for (int j = 0; j < nk; j++)
+        for (int g = 0; g < G; g++) {
+            float e = P[g * DC + j];
+            for (int d = 0; d < hd; d++) {
+                size_t i = (size_t)j * hd + d;
+                o[(size_t)g * hd + d] += e * (f16 ? ak_f16_to_f32(((const uint16_t *)V)[i]) : ((const float *)V)[i]);
+            }
+        }
+}
+
+#if defined(__x86_64__)
+/* AVX-512, hd a multiple of 16: 16 keys' dot products as 16 vector sums, folded into one
+ * vector of 16 scores (halves of pairs added, 4 levels, then lane 4q + i holds key 4i + q).
+ * Instantiated for the common head dims, so that the strip loops unroll with q in
+ * registers and the rows' offsets constant. */
+A512 static AINL __m512 ld16(const int f16, const void *p, size_t i) {
+    return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i))) : _mm512_loadu_ps((const float *)p + i);
+}
+A512 static AINL void qk16_512_t(const int hd, const int f16, const float *q, const void *K, float scale, float *s) {
+    __m512 a[16], b[8], c[4];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++) a[i] = _mm512_setzero_ps();
+    /* strips of 128 dims: q's strip in registers, K read in address order within it
+     * (~10-25% faster from memory than a pass over the 16 rows a vector at a time) */
+    for (int d0 = 0; d0 < hd; d0 += 128) {
+        const int w = hd - d0 < 128 ? hd - d0 : 128;
+        __m512 qv[8] = {0};
+#pragma GCC unroll 8
+        for (int d = 0; d < w; d += 16) qv[d / 16] = _mm512_loadu_ps(q + d0 + d);
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++)
+#pragma GCC unroll 8
+            for (int d = 0; d < w; d += 16) a[i] = _mm512_fmadd_ps(qv[d / 16], ld16(f16, K, (size_t)i * hd + d0 + d), a[i]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)
+        b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+        c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    __m512 d0 = _mm512_add_ps(_mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(c[0], c[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 d1 = _mm512_add_ps(_mm512_shuffle_ps(c[2], c[3], _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(c[2], c[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 e = _mm512_add_ps(_mm512_shuffle_ps(d0, d1, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(d0, d1, _MM_SHUFFLE(3, 1, 3, 1)));
+    e = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), e);
+    _mm512_storeu_ps(s, _mm512_mul_ps(e, _mm512_set1_ps(scale)));
+}
+#define QK512_H(h) case h: if (f16) qk16_512_t(h, 1, q, K, scale, s); else qk16_512_t(h, 0, q, K, scale, s); break;
+A512 static void qk16_512(const float *q, const void *K, int f16, int hd, float scale, float *s) {
+    switch (hd) {
+    QK512_H(64) QK512_H(128) QK512_H(256)
+    default: if (f16) qk16_512_t(hd, 1, q, K, scale, s); else qk16_512_t(hd, 0, q, K, scale, s); break;
+    }
+}
+
+/* o[g][0 .. 16 dt) += sum_j P[g][j] v_j[0 .. 16 dt) for g < gg (gg dt <= 16), in registers. */
+A512 static AINL void dpv512_t(const int gg, const int dt, const int f16, const float *P, const void *V, int hd, int nk, float *o) {
+    __m512 a[4][16];
+#pragma GCC unroll 4
+    for (int g = 0; g < gg; g++)
+#pragma GCC unroll 16
+        for (int ci = 0; ci < dt; ci++) a[g][ci] = _mm512_loadu_ps(o + (size_t)g * hd + ci * 16);
+    for (int j = 0; j < nk; j++) {
+        __m512 v[16];
+#pragma GCC unroll 16
+        for (int ci = 0; ci < dt; ci++)
+            v[ci] = f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)V + (size_t)j * hd + ci * 16)))
+                        : _mm512_loadu_ps((const float *)V + (size_t)j * hd + ci * 16);
+#pragma GCC unroll 4
+        for (int g = 0; g < gg; g++) {
+            __m512 e = _mm512_set1_ps(P[g * DC + j]);
+#pragma GCC unroll 16
+            for (int ci = 0; ci < dt; ci++) a[g][ci] = _mm512_fmadd_ps(e, v[ci], a[g][ci]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < gg; g++)
+#pragma GCC unroll 16
+        for (int ci = 0; ci < dt; ci++) _mm512_storeu_ps(o + (size_t)g * hd + ci * 16, a[g][ci]);
+}
+#define PV512_D(gg, dt) case dt: if (f16) dpv512_t(gg, dt, 1, P, V, hd, nk, o); else dpv512_t(gg, dt, 0, P, V, hd, nk, o); break;
+#define PV512_G(gg) case gg: switch (dt) { PV512_D(gg, 1) PV512_D(gg, 2) PV512_D(gg, 3) PV512_D(gg, 4) default: break; } break;
+A512 static void pv_tile512(int gg, int dt, int f16, const float *P, const void *V, int hd, int nk, float *o) {
+    switch (gg) { PV512_G(1) PV512_G(2) PV512_G(3) PV512_G(4) default: break; }
+}
+/* Passes over whole V rows where the head dim allows (4 heads x 64 dims, 2 x 128, 1 x 256:
+ * 16 accumulators), the block's rows staying in L1 across the passes; tiles that read part
+ * of each row were up to 25% slower from memory. F16 at 256 dims: 2 heads x 128, halving
+ * the conversions of a 1 x 256 pass (each head's pass converts V again). Other dims:
+ * tiles of 4 heads x 64 dims. */
+#define PV512_W(gg, dt) do { if (f16) dpv512_t(gg, dt, 1, Pg, Vd, hd, nk, og); else dpv512_t(gg, dt, 0, Pg, Vd, hd, nk, og); } while (0)
+A512 static void pv16_512(const float *P, int G, const void *V, int f16, int hd, int nk, float *o) {
+    if (hd == 128 || hd == 256) {
+        const int gs = hd == 256 && !f16 ? 1 : 2, ds = gs == 1 ? 256 : 128;
+        for (int g = 0; g < G; g += gs)
+            for (int d = 0; d < hd; d += ds) {
+                const float *Pg = P + (size_t)g * DC;
+                const void *Vd = (const uint8_t *)V + (size_t)d * (f16 ? 2 : 4);
+                float *og = o + (size_t)g * hd + d;
+                if (gs == 1) PV512_W(1, 16);
+                else if (G - g >= 2) PV512_W(2, 8);
+                else PV512_W(1, 8);
+            }
+        return;
+    }
+    size_t es = f16 ? 2 : 4;
+    for (int g0 = 0; g0 < G; g0 += 4)
+        for (int d0 = 0; d0 < hd; d0 += 64)
+            pv_tile512(G - g0 < 4 ? G - g0 : 4, (hd - d0) / 16 < 4 ? (hd - d0) / 16 : 4, f16, P + (size_t)g0 * DC,
+                       (const uint8_t *)V + (size_t)d0 * es, hd, nk, o + (size_t)g0 * hd + d0);
+}
+
+/* AVX2, hd a multiple of 8: the same with 8 keys a pass (hadd folds 8 sums into one). */
+#define A256 __attribute__((target("avx2,fma,f16c")))
+A256 static void qk16_256(const float *q, const void *Kv, int f16, int hd, float scale, float *s) {
+    for (int h = 0; h < 2; h++) {
+        __m256 a[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) a[i] = _mm256_setzero_ps();
+        for (int d = 0; d < hd; d += 8) {
+            __m256 qv = _mm256_loadu_ps(q + d);
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) {
+                size_t x = (size_t)(8 * h + i) * hd + d;
+                __m256 k = f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)Kv + x))) : _mm256_loadu_ps((const float *)Kv + x);
+                a[i] = _mm256_fmadd_ps(qv, k, a[i]);
+            }
+        }
+        __m256 x = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+        __m256 y = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+        __m256 t = _mm256_add_ps(_mm256_permute2f128_ps(x, y, 0x20), _mm256_permute2f128_ps(x, y, 0x31));
+        _mm256_storeu_ps(s + 8 * h, _mm256_mul_ps(t, _mm256_set1_ps(scale)));
+    }
+}
+A256 static AINL void dpv256_t(const int gg, const int dt, const int f16, const float *P, const void *V, int hd, int nk, float *o) {
+    __m256 a[4][2];
+#pragma GCC unroll 4
+    for (int g = 0; g < gg; g++)
+#pragma GCC unroll 2
+        for (int ci = 0; ci < dt; ci++) a[g][ci] = _mm256_loadu_ps(o + (size_t)g * hd + ci * 8);
+    for (int j = 0; j < nk; j++) {
+        __m256 v[2];
+#pragma GCC unroll 2
+        for (int ci = 0; ci < dt; ci++)
+            v[ci] = f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)V + (size_t)j * hd + ci * 8)))
+                        : _mm256_loadu_ps((const float *)V + (size_t)j * hd + ci * 8);
+#pragma GCC unroll 4
+        for (int g = 0; g < gg; g++) {
+            __m256 e = _mm256_set1_ps(P[g * DC + j]);
+#pragma GCC unroll 2
+            for (int ci = 0; ci < dt; ci++) a[g][ci] = _mm256_fmadd_ps(e, v[ci], a[g][ci]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < gg; g++)
+#pragma GCC unroll 2
+        for (int ci = 0; ci < dt; ci++) _mm256_storeu_ps(o + (size_t)g * hd + ci * 8, a[g][ci]);
+}
+#define PV256_D(gg, dt) case dt: if (f16) dpv256_t(gg, dt, 1, P, V, hd, nk, o); else dpv256_t(gg, dt, 0, P, V, hd, nk, o); break;
+#define PV256_G(gg) case gg: switch (dt) { PV256_D(gg, 1) PV256_D(gg, 2) default: break; } break;
+A256 static void pv_tile256(int gg, int dt, int f16, const float *P, const void *V, int hd, int nk, float *o) {
+    switch (gg) { PV256_G(1) PV256_G(2) PV256_G(3) PV256_G(4) default: break; }
+}
+A256 static void pv16_256(const float *P, int G, const void *V, int f16, int hd, int nk, float *o) {
+    size_t es = f16 ? 2 : 4;
+    for (int g0 = 0; g0 < G; g0 += 4)
+        for (int d0 = 0; d0 < hd; d0 += 16)
+            pv_tile256(G - g0 < 4 ? G - g0 : 4, (hd - d0) / 8 < 2 ? (hd - d0) / 8 : 2, f16, P + (size_t)g0 * DC,
+                       (const uint8_t *)V + (size_t)d0 * es, hd, nk, o + (size_t)g0 * hd + d0);
+}
+#endif
+
+static dec_ops decode_ops(int hd) {
+#if defined(__x86_64__)
+    if (ak_cpu_simd >= 2 && hd % 16 == 0) return (dec_ops){qk16_512, pv16_512};
+    if (ak_cpu_simd >= 1 && hd % 8 == 0) return (dec_ops){qk16_256, pv16_256};
+#endif
+    return (dec_ops){qk16_ref, pv16_ref};
+}
+
+/* One unit: keys [a, b) of KV head kvh for row r's G query heads, into part. */
+static void decode_chunk(const ak_cpu_cmd *c, const ak_p_attn *p, const dec_ops *ops, int r, int kvh, int a, int b,
+                         float *part, float *scratch) {
+    const int hd = p->head_dim, G = p->n_heads / p->n_kv_heads, nk = b - a, f16 = p->kv_f16;
+    const size_t es = f16 ? 2 : 4, row0 = (size_t)kvh * p->max_seq + a;
+    const float *q = (const float *)c->b[0] + (size_t)r * p->ld_q + (size_t)kvh * G * hd;
+    const uint8_t *K = (const uint8_t *)c->b[1] + row0 * hd * es, *V = (const uint8_t *)c->b[2] + row0 * hd * es;
+    float *S = scratch, *Kt = S + (size_t)G * DC;   /* scores [G][DC], a key tile [16][hd] */
+    float *o = part, *m = part + (size_t)G * hd, *l = m + G;
+    for (int j = 0; j < nk; j += 16) {
+        int w = nk - j < 16 ? nk - j : 16, kf16 = f16;
+        const void *kb = K + (size_t)j * hd * es;
+        if (w < 16 || (f16 && G > 4)) {   /* the last keys (zero-padded), or keys read by many heads, widened once */
+            if (f16) ak_cpu_dequant_row(AK_F16, kb, Kt, (int64_t)w * hd);
+            else memcpy(Kt, kb, (size_t)w * hd * sizeof(float));
+            if (w < 16) memset(Kt + (size_t)w * hd, 0, (size_t)(16 - w) * hd * sizeof(float));
+            kb = Kt;
+            kf16 = 0;
+        }
+        for (int g = 0; g < G; g++) ops->qk16(q + (size_t)g * hd, kb, kf16, hd, p->scale, S + (size_t)g * DC + j);
+    }
+    for (int g = 0; g < G; g++) {
+        float *s = S + (size_t)g * DC, mx;
+        if (p->softcap > 0) ak_cpu_softcap_row(s, nk, p->softcap);   /* Gemma 2 */
+        m[g] = mx = row_max(s, nk);
+        l[g] = exp_sub_row(s, nk, mx);
+    }
+    memset(o, 0, (size_t)G * hd * sizeof(float));
+    for (int j = 0; j < nk; j += 16) ops->pv16(S + j, G, V + (size_t)j * hd * es, f16, hd, nk - j < 16 ? nk - j : 16, o);
+}
+
+/* out = sum_k e^(m_k - M) o_k / sum_k e^(m_k - M) l_k for the G heads of KV head kvh in
+ * row r, chunks in order (pr: the group's first partial). */
+static void decode_merge(const ak_cpu_cmd *c, const ak_p_attn *p, int r, int kvh, int nc, const float *pr) {
+    const int hd = p->head_dim, G = p->n_heads / p->n_kv_heads;
+    const size_t pf = part_floats(p);
+    for (int g = 0; g < G; g++) {
+        const float *m = pr + (size_t)G * hd + g, *l = m + G;
+        float *out = (float *)c->b[3] + ((size_t)r * p->n_heads + (size_t)kvh * G + g) * hd;
+        float M = -INFINITY, L = 0;
+        for (int k = 0; k < nc; k++) M = m[k * pf] > M ? m[k * pf] : M;
+        memset(out, 0, (size_t)hd * sizeof(float));
+        for (int k = 0; k < nc; k++) {
+            float w = expf(m[k * pf] - M);
+            L += w * l[k * pf];
+            axpy(out, w, pr + k * pf + (size_t)g * hd, hd);
+        }
+        for (int d = 0; d < hd; d++) out[d] = L > 0 ? out[d] / L : 0.f;
+    }
+}
+
+void ak_cpu_attn_decode(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
+    const ak_p_attn *p = (const ak_p_attn *)c->p;
+    const int nkv = p->n_kv_heads;
+    const size_t pf = part_floats(p), mc = max_chunks(p);
+    float *parts = c->sh.data;
+    const dec_ops ops = decode_ops(p->head_dim);
+    /* every row, each as its own one-query decode (speculative verification checks n
+     * rows with the arithmetic of n decode steps). A unit goes to the thread whose share
+     * of all the keys holds its middle key: the first and last chunks of a window may be
+     * short. */
+    int64_t W = 0, P = 0;
+    for (int r = 0; r < p->n; r++) { dspan s = row_span(p, r); W += (int64_t)nkv * (s.hi - s.lo); }
+    for (int r = 0; r < p->n; r++) {
+        dspan s = row_span(p, r);
+        if (s.nc == 0) {   /* no visible key (not reached by a causal decode) */
+            if (ith == 0) memset((float *)c->b[3] + (size_t)r * p->n_heads * p->head_dim, 0, (size_t)p->n_heads * p->head_dim * sizeof(float));
+            continue;
+        }
+        for (int kvh = 0; kvh < nkv; kvh++) {
+            float *pr = parts + ((size_t)r * nkv + kvh) * mc * pf;
+            int mine = 0;
+            for (int k = 0; k < s.nc; k++) {
+                int a = (s.c0 + k) * DC > s.lo ? (s.c0 + k) * DC : s.lo, b = (s.c0 + k + 1) * DC < s.hi ? (s.c0 + k + 1) * DC : s.hi;
+                if ((2 * P + (b - a)) * nth / (2 * W) == ith) {
+                    decode_chunk(c, p, &ops, r, kvh, a, b, pr + (size_t)k * pf, tls->scratch);
+                    mine++;
+                }
+                P += b - a;
+            }
+            /* the unit that completes the group merges it, having acquired the other
+             * threads' partials; the barrier after the command orders the reset before
+             * the next use */
+            _Atomic int *cnt = c->sh.count + (size_t)r * nkv + kvh;
+            if (mine && atomic_fetch_add_explicit(cnt, mine, memory_order_acq_rel) + mine == s.nc) {
+                atomic_store_explicit(cnt, 0, memory_order_relaxed);
+                decode_merge(c, p, r, kvh, s.nc, pr);
+            }
+        }
+    }
+}
+#undef DC

@@ -37,6 +37,7 @@ typedef struct {
     int n;
     ak_cpu_tls *tls;       /* one per thread */
     float *scratch;
+    ak_cpu_shared sh;      /* every command's */
     /* per-run state shared by the workers */
     ak_run *run;
     int32_t *tokens;
@@ -62,6 +63,11 @@ size_t ak_cpu_scratch_need(int kernel, const void *params) {
     case AK_K_ATTN_PREFILL: return ak_cpu_attn_scratch(params, 1);
     default: return 0;
     }
+}
+
+void ak_cpu_shared_need(int kernel, const void *params, size_t *counts, size_t *bytes) {
+    *counts = *bytes = 0;
+    if (kernel == AK_K_ATTN_DECODE) ak_cpu_attn_shared(params, counts, bytes);
 }
 
 static ak_status cpu_import(ak_backend *b, const void *host, size_t size, void **out, ak_err *err) {
@@ -103,6 +109,8 @@ static void cpu_encoded_free(ak_backend *b, void *enc) {
     free(t->cmds);
     free(t->tls);
     free(t->scratch);
+    free(t->sh.count);
+    free(t->sh.data);
     free(t);
 }
 
@@ -164,7 +172,7 @@ static ak_status cpu_encode(ak_backend *b, const ak_table *tab, void *const bufs
     t->cmds = calloc((size_t)tab->n + 1, sizeof *t->cmds);
     t->tls = calloc((size_t)nth, sizeof *t->tls);
     if (!t->cmds || !t->tls) { cpu_encoded_free(b, t); return ak_fail(err, AK_ERR_NOMEM, "cpu: out of memory"); }
-    size_t need = 16;
+    size_t need = 16, counts = 1, bytes = 64;
     for (int i = 0; i < tab->n; i++) {
         const ak_cmd *c = &tab->cmds[i];
         ak_cpu_cmd *e = &t->cmds[i];
@@ -181,7 +189,10 @@ static ak_status cpu_encode(ak_backend *b, const ak_table *tab, void *const bufs
         e->off_n = c->off_n;
         e->bind_tok = c->bind_tok;
         if (c->patch & (AK_PATCH_TOK_IN | AK_PATCH_TOK_OUT)) e->tok_base = e->b[c->bind_tok];
-        size_t s = ak_cpu_scratch_need(c->kernel, c->params);
+        size_t s = ak_cpu_scratch_need(c->kernel, c->params), sc, sb;
+        ak_cpu_shared_need(c->kernel, c->params, &sc, &sb);
+        if (sc > counts) counts = sc;
+        if (sb > bytes) bytes = sb;
         if (c->kernel == AK_K_GEMV || c->kernel == AK_K_GEMM || c->kernel == AK_K_GEMV_ACT_DOWN) {
             encode_panels(cb, c, e);
             size_t ps = ak_cpu_mm_panel_scratch(e, c->kernel);
@@ -200,6 +211,10 @@ static ak_status cpu_encode(ak_backend *b, const ak_table *tab, void *const bufs
     t->scratch = aligned_alloc(64, (size_t)nth * need * sizeof(float));
     if (!t->scratch) { cpu_encoded_free(b, t); return ak_fail(err, AK_ERR_NOMEM, "cpu: out of memory for scratch"); }
     for (int i = 0; i < nth; i++) { t->tls[i].scratch = t->scratch + (size_t)i * need; t->tls[i].scratch_n = need; }
+    t->sh.count = calloc(counts, sizeof *t->sh.count);
+    t->sh.data = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!t->sh.count || !t->sh.data) { cpu_encoded_free(b, t); return ak_fail(err, AK_ERR_NOMEM, "cpu: out of memory for the shared buffer"); }
+    for (int i = 0; i < t->n; i++) t->cmds[i].sh = t->sh;
     t->tokens = bufs[AK_BUF_TOKENS];
     *out = t;
     return AK_OK;

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include <stdbool.h>
+#include <stdatomic.h>
 #include "core/dtype.h"
 #include "core/kernels.h"
 
@@ -12,6 +13,14 @@ typedef struct {
     float *scratch;        /* per-thread, sized at encode time for the table's largest need */
     size_t scratch_n;      /* floats */
 } ak_cpu_tls;
+
+/* Where a kernel's threads combine their results, one per table (commands run one at a
+ * time, so they share it), sized at encode by ak_cpu_shared_need: counters, zero between
+ * commands (whoever brings one to its goal sets it back), and data. */
+typedef struct {
+    _Atomic int *count;
+    void *data;
+} ak_cpu_shared;
 
 typedef struct ak_cpu_cmd ak_cpu_cmd;
 typedef void (*ak_cpu_fn)(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls);
@@ -26,6 +35,7 @@ struct ak_cpu_cmd {
     /* GEMV / GEMM / GEMV_ACT_DOWN: each segment's weights repacked into panels (panel.h)
      * by cpu_encode, or NULL where the segment runs the row kernels. */
     void *pk[3];
+    ak_cpu_shared sh;
 };
 
 /* Slice [*lo, *hi) of n work units for thread ith of nth. */
@@ -113,8 +123,10 @@ void ak_cpu_attn_prefill(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls)
 void ak_cpu_softcap(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls);
 void ak_cpu_sample(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls);
 
-/* Scratch floats a command needs per thread. */
+/* Scratch floats a command needs per thread; counters and data bytes of ak_cpu_shared. */
 size_t ak_cpu_scratch_need(int kernel, const void *params);
+void ak_cpu_shared_need(int kernel, const void *params, size_t *counts, size_t *bytes);
+void ak_cpu_attn_shared(const ak_p_attn *p, size_t *counts, size_t *bytes);
 /* Scratch floats of GEMV (gemm 0) and GEMM (gemm 1) commands (matmul.c). */
 size_t ak_cpu_mm_scratch(const ak_p_mm *p, int gemm);
 /* Scratch floats of an encoded GEMV / GEMM / GEMV_ACT_DOWN command with panel segments
@@ -123,5 +135,6 @@ size_t ak_cpu_mm_panel_scratch(const ak_cpu_cmd *c, int kernel);
 
 #define AK_ATTN_QB 16   /* prefill attention tile: queries */
 #define AK_ATTN_KB 64   /* prefill attention tile: keys */
+#define AK_ATTN_DC 256  /* decode attention: keys a chunk (a unit of work, and of the merge) */
 
 #endif

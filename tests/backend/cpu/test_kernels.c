@@ -304,7 +304,13 @@ static void test_attention(void) {
                 ak_cpu_cmd c = {0};
                 memcpy(c.p, &p, sizeof p);
                 c.b[0] = q; c.b[1] = cs[ci].f16 ? (void *)kh : (void *)kf; c.b[2] = cs[ci].f16 ? (void *)vh : (void *)vf; c.b[3] = out;
+                size_t counts, bytes;
+                ak_cpu_shared_need(kind ? AK_K_ATTN_PREFILL : AK_K_ATTN_DECODE, &p, &counts, &bytes);
+                c.sh.count = calloc(counts + 1, sizeof *c.sh.count);
+                c.sh.data = malloc(bytes + 1);
                 run(kind ? ak_cpu_attn_prefill : ak_cpu_attn_decode, &c, thread_counts[t], ak_cpu_scratch_need(kind ? AK_K_ATTN_PREFILL : AK_K_ATTN_DECODE, &p));
+                free(c.sh.count);
+                free(c.sh.data);
                 double e = max_rel(out, ref, (size_t)n * nh * hd);
                 CHECK(e < 2e-6, "%s case %zu nth=%d: rel err %g", kind ? "prefill" : "decode", ci, thread_counts[t], e);
                 free(out);
