@@ -153,6 +153,26 @@ __device__ void rope_fold(const ak_cuda_args &a, const ak_p_attn &p, int kvh, in
     __syncthreads();
 }
 
+/* A decode block's share: its KV head, first query head of the group and how many (G),
+ * its split s of the S this step uses and that split's keys [k0, k1); cur is this
+ * position. False for a split past S (the grid is sized for the whole cache). */
+struct dec_share { int kvh, g0, G, s, S, k0, k1, cur; };
+template <int MG> __device__ __forceinline__ bool dec_share_of(const ak_p_attn &p, dec_share &d) {
+    const int group = p.n_heads / p.n_kv_heads, passes = (group + MG - 1) / MG;
+    d.kvh = blockIdx.x / passes;
+    d.g0 = (blockIdx.x % passes) * MG;
+    d.G = min(MG, group - d.g0);
+    d.s = blockIdx.y;
+    d.cur = p.pos + p.n - 1;
+    int lo, hi;
+    key_range(p, d.cur, &lo, &hi);
+    d.S = ak_attn_used_splits(hi - lo, gridDim.y);
+    const int chunk = (hi - lo + d.S - 1) / d.S;
+    d.k0 = lo + d.s * chunk;
+    d.k1 = min(hi, d.k0 + chunk);
+    return d.s < d.S;
+}
+
 /* The decode key loop's per-warp cp.async pipeline: each lane copies its own DPL values of
  * K and V of the warp's next batches into shared memory and reads back only its own, so a
  * warp needs no barrier, only its wait_group. P stages a warp, about 64 KB a block (two
@@ -304,14 +324,10 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
     ak_trace_t tr_;
     const ak_stepv st_ = ak_step(a);   /* before the wait: only the sample command writes the step */
     const ak_p_attn p = ak_params<ak_p_attn>(a, st_);
-    const int hd = p.head_dim, group = p.n_heads / p.n_kv_heads, passes = (group + MG - 1) / MG;
-    const int kvh = blockIdx.x / passes, g0 = (blockIdx.x % passes) * MG, G = min(MG, group - g0);
-    const int s = blockIdx.y, cur = p.pos + p.n - 1;
-    int lo, hi;
-    key_range(p, cur, &lo, &hi);
-    const int S = ak_attn_used_splits(hi - lo, gridDim.y), chunk = (hi - lo + S - 1) / S;
-    if (s >= S) return;
-    const int k0 = lo + s * chunk, k1 = min(hi, k0 + chunk);
+    dec_share d;
+    if (!dec_share_of<MG>(p, d)) return;
+    const int hd = p.head_dim, group = p.n_heads / p.n_kv_heads;
+    const int kvh = d.kvh, g0 = d.g0, G = d.G, s = d.s, S = d.S, k0 = d.k0, k1 = d.k1, cur = d.cur;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const size_t base = (size_t)kvh * p.max_seq * hd + DPL * lane;
     /* this lane's slots: [warp][stage][key][K, V][lane][DPL] */
@@ -785,14 +801,10 @@ __global__ void __launch_bounds__(AK_DTC_WARPS * 32) k_attn_decode_tc(ak_cuda_ar
     ak_trace_t tr_;
     const ak_stepv st_ = ak_step(a);
     const ak_p_attn p = ak_params<ak_p_attn>(a, st_);
-    const int group = p.n_heads / p.n_kv_heads, passes = (group + MG - 1) / MG;
-    const int kvh = blockIdx.x / passes, g0 = (blockIdx.x % passes) * MG, G = min(MG, group - g0);
-    const int s = blockIdx.y, cur = p.pos + p.n - 1;
-    int lo, hi;
-    key_range(p, cur, &lo, &hi);
-    const int S = ak_attn_used_splits(hi - lo, gridDim.y), chunk = (hi - lo + S - 1) / S;
-    if (s >= S) return;
-    const int k0 = lo + s * chunk, k1 = min(hi, k0 + chunk);
+    dec_share d;
+    if (!dec_share_of<MG>(p, d)) return;
+    const int group = p.n_heads / p.n_kv_heads;
+    const int kvh = d.kvh, g0 = d.g0, G = d.G, s = d.s, S = d.S, k0 = d.k0, k1 = d.k1, cur = d.cur;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
     const __half *kc = (const __half *)a.b[1] + (size_t)kvh * p.max_seq * HD, *vc = (const __half *)a.b[2] + (size_t)kvh * p.max_seq * HD;
     __half *mine = reinterpret_cast<__half *>(shraw) + (size_t)w * C::P * C::TILE;
