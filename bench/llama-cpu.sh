@@ -5,7 +5,8 @@
 # target without OpenSSL or the web UI, nothing fetched at build time), and
 #     ak_llama_build TARGET...
 # builds those of the targets that are missing (llama-bench, llama-tokenize,
-# llama-perplexity, llama-server, ...; a few minutes on 2 cores for the first).
+# llama-perplexity, llama-server, the llama-speculative and llama-lookup examples, ...;
+# a few minutes on 2 cores for the first).
 # Needs $root (the repository). Sets ak_llama_dir (the build folder) and ak_llama_src.
 ak_llama_dir="$root/third_party/llama.cpp-build"
 
@@ -39,7 +40,7 @@ ak_llama_build() {
     [ -f "$ak_llama_dir/build.ninja" ] || [ -f "$ak_llama_dir/Makefile" ] || { command -v ninja >/dev/null && gen=(-G Ninja); }
     cmake -S "$ak_llama_src" -B "$ak_llama_dir" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
         -DGGML_NATIVE=ON -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_BLAS=OFF \
-        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON \
+        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON \
         -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
         -DBUILD_SHARED_LIBS=OFF >"$log" 2>&1 || { tail -30 "$log" >&2; return 1; }
     echo "== building ${need[*]} (llama.cpp, CPU only, -march=native; log: third_party/llama-build.log)" >&2
