@@ -11,7 +11,6 @@
 #include <stdbool.h>
 #include <string.h>
 
-#define AK_GEMM_DIRECT_ROWS 8
 #define AK_GEMM_MR 4           /* weight rows unpacked per int8 GEMM panel */
 #define AK_GEMM_NR 4           /* activation rows per tile call */
 
@@ -94,6 +93,11 @@ static void gemv_rows(const segs *s, int64_t K, const float *x, float *y, const 
 
 static void *align64(void *p) { return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
 
+/* Whether a command's rows round as one-row GEMVs do: decode, rows verified as decode
+ * steps (rowwise) and the one row of last_only (alone either way). Every other GEMM row
+ * rounds the same whatever rows share its command (panel.h). */
+static bool rows_as_gemv(const ak_p_mm *p, bool gemv_kernel) { return gemv_kernel || p->rowwise || p->last_only; }
+
 static int64_t n_panels(int64_t N) { return (N + AK_PANEL_R - 1) / AK_PANEL_R; }
 
 size_t ak_cpu_mm_panel_scratch(const ak_cpu_cmd *c, int kernel) {
@@ -101,7 +105,7 @@ size_t ak_cpu_mm_panel_scratch(const ak_cpu_cmd *c, int kernel) {
     if (kernel == AK_K_GEMV_ACT_DOWN) {
         const ak_p_act_down *p = (const ak_p_act_down *)c->p;
         f = 2 * (size_t)p->K;
-        if (c->pk[0]) f = (size_t)p->K + 16 + (ak_panel_scratch((ak_dtype)p->dtype, p->K, 1) + 3) / 4;
+        if (c->pk[0]) f = (size_t)p->K + 16 + (ak_panel_scratch((ak_dtype)p->dtype, p->K, 1, true) + 3) / 4;
         return f;
     }
     const ak_p_mm *p = (const ak_p_mm *)c->p;
@@ -109,7 +113,7 @@ size_t ak_cpu_mm_panel_scratch(const ak_cpu_cmd *c, int kernel) {
     int n = kernel == AK_K_GEMM && !p->last_only ? p->n : 1;
     for (int i = 0; i < p->nseg; i++)
         if (c->pk[i]) {
-            size_t q = 16 + (ak_panel_scratch((ak_dtype)p->dtype[i], p->K, n) + 3) / 4;
+            size_t q = 16 + (ak_panel_scratch((ak_dtype)p->dtype[i], p->K, n, rows_as_gemv(p, kernel == AK_K_GEMV)) + 3) / 4;
             if (q > f) f = q;
         }
     return f;
@@ -118,7 +122,7 @@ size_t ak_cpu_mm_panel_scratch(const ak_cpu_cmd *c, int kernel) {
 /* The panel segments of a GEMV / GEMM: this thread's share of all their panels. The
  * block types share one int8 copy of x, quantized once per thread. */
 static void mm_panels(void *const pk[3], const ak_p_mm *p, const segs *s, int n, const float *x,
-                      float *y, const float *bias, int ith, int nth, float *scratch) {
+                      float *y, const float *bias, int ith, int nth, float *scratch, bool gemv) {
     int64_t tot = 0;
     for (int i = 0; i < p->nseg; i++) if (pk[i]) tot += n_panels(p->N[i]);
     int64_t lo, hi, at = 0;
@@ -134,9 +138,9 @@ static void mm_panels(void *const pk[3], const ak_p_mm *p, const segs *s, int n,
         if (ak_act_q8(s->t[i])) {
             if (!xq) ak_panel_q_quantize(p->K, x, p->ld_x, n, sp);
             xq = true;
-            ak_panel_q_mm_pre(s->t[i], pk[i], p->N[i], p->K, a, b, sp, n, y + s->start[i], p->ld_y, bs, p->rowwise);
+            ak_panel_q_mm_pre(s->t[i], pk[i], p->N[i], p->K, a, b, sp, n, y + s->start[i], p->ld_y, bs, gemv);
         } else {
-            ak_panel_mm(s->t[i], pk[i], p->N[i], p->K, a, b, x, p->ld_x, n, y + s->start[i], p->ld_y, bs, sp);
+            ak_panel_mm(s->t[i], pk[i], p->N[i], p->K, a, b, x, p->ld_x, n, y + s->start[i], p->ld_y, bs, sp, gemv);
             xq = false;   /* the float family may use the scratch its own way */
         }
     }
@@ -190,7 +194,7 @@ void ak_cpu_gemv(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
     void *pk[3];
     panels_now(c, s.t, p->nseg, pk);
     if (any_panel(pk, p->nseg)) {
-        mm_panels(pk, p, &s, 1, x, y, bias, ith, nth, tls->scratch);
+        mm_panels(pk, p, &s, 1, x, y, bias, ith, nth, tls->scratch, true);
         if (!all_panel(pk, p->nseg)) {
             rows_ctx r = {x, bias, y, tls->scratch, tls, 1};
             mm_rest(pk, p, &s, gemv_rest, &r, ith, nth);
@@ -205,15 +209,16 @@ void ak_cpu_gemv(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
 /* Int8 GEMM: every thread quantizes all n activation rows, then for each group of up
  * to MR of its weight rows (one segment) unpacks them once into a panel and runs
  * MR x NR tiles over the activation rows: weights are read once, activations from cache.
- * Few rows with fused kernels for every segment: those, without unpacking. */
+ * A tile sums each output as a 1 x 1 tile does, so a row rounds the same in any tile.
+ * Rows as GEMVs (gemv) with fused kernels for every segment: those, without unpacking. */
 static void gemm_q8(const ak_p_mm *p, const segs *s, int n, const float *x, float *y, const float *bias,
-                    int64_t lo, int64_t hi, ak_cpu_tls *tls) {
+                    int64_t lo, int64_t hi, ak_cpu_tls *tls, bool gemv) {
     int64_t K = p->K;
     ak_xq *xq = (ak_xq *)tls->scratch;
     uint8_t *sp = (uint8_t *)(xq + n);
     for (int i = 0; i < n; i++, sp += ak_xq_bytes(K)) ak_xq_quantize(x + (size_t)i * p->ld_x, K, sp, &xq[i]);
     ak_dotq_fn dq[3] = {0};
-    bool direct = n <= AK_GEMM_DIRECT_ROWS;
+    bool direct = gemv;
     for (int i = 0; i < s->nseg; i++) direct &= (dq[i] = ak_cpu_dotq(s->t[i])) != NULL;
     int g = 0;
     if (direct) {
@@ -248,10 +253,11 @@ static void gemm_q8(const ak_p_mm *p, const segs *s, int n, const float *x, floa
 }
 
 /* Float weights: each thread takes a slice of weight rows, dequantizes a row once and
- * multiplies it with every activation row, so weights stream through once per chunk. */
+ * multiplies it with every activation row, so weights stream through once per chunk;
+ * rows as GEMVs (gemv): the GEMV's fused dot products. */
 static void gemm_float(const ak_p_mm *p, const segs *s, int n, const float *x, float *y, const float *bias,
-                       int64_t lo, int64_t hi, float *row) {
-    bool direct = n <= AK_GEMM_DIRECT_ROWS;
+                       int64_t lo, int64_t hi, float *row, bool gemv) {
+    bool direct = gemv;
     int g = 0;
     for (int64_t j = lo; j < hi; j++) {
         while (g < 2 && j >= s->start[g + 1]) g++;
@@ -271,10 +277,11 @@ static void gemm_float(const ak_p_mm *p, const segs *s, int n, const float *x, f
 static void gemm_rows(const ak_p_mm *p, const segs *s, int n, const float *x, float *y, const float *bias,
                       int64_t lo, int64_t hi, ak_cpu_tls *tls) {
     int nq = 0;
+    const bool gemv = rows_as_gemv(p, false);
     for (int i = 0; i < p->nseg; i++) nq += ak_act_q8(s->t[i]);
-    if (nq == 0) { gemm_float(p, s, n, x, y, bias, lo, hi, tls->scratch); return; }
+    if (nq == 0) { gemm_float(p, s, n, x, y, bias, lo, hi, tls->scratch, gemv); return; }
     if (nq == p->nseg && tls->scratch_n * sizeof(float) >= gemm_q8_bytes(n, p->K)) {
-        gemm_q8(p, s, n, x, y, bias, lo, hi, tls);
+        gemm_q8(p, s, n, x, y, bias, lo, hi, tls, gemv);
         return;
     }
     /* mixed segments or a small scratch: row by row, as decode would */
@@ -298,7 +305,7 @@ void ak_cpu_gemm(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
     void *pk[3];
     panels_now(c, s.t, p->nseg, pk);
     if (any_panel(pk, p->nseg)) {
-        mm_panels(pk, p, &s, n, x, y, bias, ith, nth, tls->scratch);
+        mm_panels(pk, p, &s, n, x, y, bias, ith, nth, tls->scratch, rows_as_gemv(p, false));
         if (!all_panel(pk, p->nseg)) {
             rows_ctx r = {x, bias, y, tls->scratch, tls, n};
             mm_rest(pk, p, &s, gemm_rest, &r, ith, nth);
@@ -322,7 +329,7 @@ void ak_cpu_gemv_act_down(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls
         ak_split(n_panels(p->N), ith, nth, &lo, &hi);
         if (lo < hi)
             ak_panel_mm((ak_dtype)p->dtype, c->pk[0], p->N, p->K, lo, hi, h, p->K, 1, c->b[2], p->N, NULL,
-                        align64(h + p->K));
+                        align64(h + p->K), true);
         return;
     }
     segs s = {.w = {c->b[0]}, .t = {(ak_dtype)p->dtype}, .start = {0, p->N, INT32_MAX, INT32_MAX}, .nseg = 1};

@@ -17,13 +17,13 @@ void ak_panel_pack(ak_dtype t, const void *src, int64_t N, int64_t K, void *dst,
     else ak_panel_q_pack(t, src, N, K, dst, p0, p1);
 }
 
-size_t ak_panel_scratch(ak_dtype t, int64_t K, int n) {
-    return is_float(t) ? ak_panel_f_scratch(t, K, n) : ak_panel_q_scratch(t, K, n);
+size_t ak_panel_scratch(ak_dtype t, int64_t K, int n, bool gemv) {
+    return is_float(t) ? ak_panel_f_scratch(t, K, n, gemv) : ak_panel_q_scratch(t, K, n);
 }
 
 void ak_panel_mm(ak_dtype t, const void *w, int64_t N, int64_t K, int64_t p0, int64_t p1,
                  const float *x, int64_t ldx, int n, float *y, int64_t ldy, const float *bias,
-                 void *scratch) {
-    if (is_float(t)) ak_panel_f_mm(t, w, N, K, p0, p1, x, ldx, n, y, ldy, bias, scratch);
-    else ak_panel_q_mm(t, w, N, K, p0, p1, x, ldx, n, y, ldy, bias, scratch);
+                 void *scratch, bool gemv) {
+    if (is_float(t)) ak_panel_f_mm(t, w, N, K, p0, p1, x, ldx, n, y, ldy, bias, scratch, gemv);
+    else ak_panel_q_mm(t, w, N, K, p0, p1, x, ldx, n, y, ldy, bias, scratch, gemv);
 }

@@ -8,13 +8,14 @@
  * Activations stay float; F16 and BF16 widen to f32 exactly, so every path computes the
  * same products and only the f32 summation order differs: |error| <= (K + 4) u sum|w x|.
  *
- * Decode (n == 1): the weights stream once, each vector times a broadcast x[k], four
+ * Decode (gemv, a row at a time): the weights stream once, each vector times a broadcast x[k], four
  * independent accumulators (per 8 rows) per panel; no horizontal sums, no scratch. F16 and
  * BF16 use the 256-bit kernel at level 2 as well (faster from cache, equal from DRAM:
  * ~32 GB/s on one core, ~37 on two for an 8192 x 2048 F16 matrix, the same as the row
  * kernels); software prefetch made it slower.
  *
- * Prefill (n >= 2): blocked as BLIS does. Activation rows go in blocks of at most NCMAX,
+ * Prefill (any n): blocked as BLIS does, every row summed by the same chain wherever it
+ * falls in a block. Activation rows go in blocks of at most NCMAX,
  * K in slabs of KC; per (row block, slab) the activations are packed into scratch as
  * micro-panels of MR rows ([k][MR] floats, so broadcasts come from one stream), then for
  * each pair of panels the slab of weights is widened once to f32 in scratch (at AVX-512
@@ -91,8 +92,8 @@ void ak_panel_f_pack(ak_dtype t, const void *src, int64_t N, int64_t K, void *ds
     }
 }
 
-size_t ak_panel_f_scratch(ak_dtype t, int64_t K, int n) {
-    if (!is_f(t) || n <= 1) return 0;
+size_t ak_panel_f_scratch(ak_dtype t, int64_t K, int n, bool gemv) {
+    if (!is_f(t) || n <= 0 || gemv) return 0;
     int64_t kc = K < KC ? K : KC, nc = n < NCBIG ? n : NCBIG;
     /* packed activations (nc x kc) and two widened panels (2 x 16 x kc), 64-aligned */
     return ((size_t)(nc * kc) * 4 + 63) / 64 * 64 + (size_t)(2 * R * kc) * 4;
@@ -281,10 +282,6 @@ AVX512 static void widen512(ak_dtype t, const void *w, int64_t K, int64_t p, int
 #define MRX MR512
 AVX512 static void mm512(ak_dtype t, const void *w, int64_t N, int64_t K, int64_t p0, int64_t p1,
                          const float *x, int64_t ldx, int n, float *y, int64_t ldy, const float *bias, void *scratch) {
-    if (n == 1) { /* F16 and BF16 decode on 256-bit vectors: see ak_panel_f_mm */
-        gemv512_t(AK_F32, w, N, K, p0, p1, x, y, bias);
-        return;
-    }
     int64_t kcmax = K < KC ? K : KC;
     /* F16 / BF16 widen each pair's slab once per activation block: blocks of up to NCBIG
      * rows (the packed block, 2 MiB, then lives in L3, its micro-panels streaming in)
@@ -450,12 +447,6 @@ AVX2 static void widen256(ak_dtype t, const void *w, int64_t K, int64_t p, int64
 #define MRX MR256
 AVX2 static void mm256(ak_dtype t, const void *w, int64_t N, int64_t K, int64_t p0, int64_t p1,
                        const float *x, int64_t ldx, int n, float *y, int64_t ldy, const float *bias, void *scratch) {
-    if (n == 1) {
-        if (t == AK_F16) gemv256_t(AK_F16, w, N, K, p0, p1, x, y, bias);
-        else if (t == AK_BF16) gemv256_t(AK_BF16, w, N, K, p0, p1, x, y, bias);
-        else gemv256_t(AK_F32, w, N, K, p0, p1, x, y, bias);
-        return;
-    }
     int64_t kcmax = K < KC ? K : KC;
     int ncmax = n < NCMAX ? n : NCMAX;
     float *xp = scratch, *wb = (float *)((uint8_t *)scratch + ((size_t)(ncmax * kcmax) * 4 + 63) / 64 * 64);
@@ -491,20 +482,41 @@ AVX2 static void mm256(ak_dtype t, const void *w, int64_t N, int64_t K, int64_t 
     }
 }
 #undef MRX
+
+AVX512 static void gemv512(const void *w, int64_t N, int64_t K, int64_t p0, int64_t p1, const float *x, float *y,
+                           const float *bias) {
+    gemv512_t(AK_F32, w, N, K, p0, p1, x, y, bias);
+}
+AVX2 static void gemv256(ak_dtype t, const void *w, int64_t N, int64_t K, int64_t p0, int64_t p1, const float *x,
+                         float *y, const float *bias) {
+    if (t == AK_F16) gemv256_t(AK_F16, w, N, K, p0, p1, x, y, bias);
+    else if (t == AK_BF16) gemv256_t(AK_BF16, w, N, K, p0, p1, x, y, bias);
+    else gemv256_t(AK_F32, w, N, K, p0, p1, x, y, bias);
+}
 #endif
 
 void ak_panel_f_mm(ak_dtype t, const void *w, int64_t N, int64_t K, int64_t p0, int64_t p1,
                    const float *x, int64_t ldx, int n, float *y, int64_t ldy, const float *bias,
-                   void *scratch) {
+                   void *scratch, bool gemv) {
     if (!is_f(t) || n <= 0 || p0 >= p1) return;
     if (ak_cpu_simd < 0) ak_cpu_detect();
 #if defined(__x86_64__)
     /* Decode of F16 / BF16 runs the AVX2 kernel at level 2 too: on Zen 4 the 512-bit
      * widening streamed slower (~60 vs ~73 GB/s from L3, one core), as dot_avx512.c found
      * for the row kernels. */
-    if (ak_cpu_simd >= 2 && !(n == 1 && t != AK_F32)) { mm512(t, w, N, K, p0, p1, x, ldx, n, y, ldy, bias, scratch); return; }
+    if (gemv && ak_cpu_simd >= 1) {
+        for (int i = 0; i < n; i++) {
+            const float *xi = x + (int64_t)i * ldx;
+            float *yi = y + (int64_t)i * ldy;
+            if (ak_cpu_simd >= 2 && t == AK_F32) gemv512(w, N, K, p0, p1, xi, yi, bias);
+            else gemv256(t, w, N, K, p0, p1, xi, yi, bias);
+        }
+        return;
+    }
+    if (ak_cpu_simd >= 2) { mm512(t, w, N, K, p0, p1, x, ldx, n, y, ldy, bias, scratch); return; }
     if (ak_cpu_simd >= 1) { mm256(t, w, N, K, p0, p1, x, ldx, n, y, ldy, bias, scratch); return; }
 #endif
+    (void)gemv;
     (void)scratch;
     mm_ref(t, w, N, K, p0, p1, x, ldx, n, y, ldy, bias);
 }

@@ -256,11 +256,11 @@ void ak_panel_q_quantize(int64_t K, const float *x, int64_t ldx, int n, void *xa
 #define AK_PQ_WBLOCK (256 << 10)
 #define AK_PQ_XBLOCK (512 << 10)
 
-/* rowwise: kernel calls of at most 2 rows, which sum each row as the one-row GEMV does
- * (two accumulators); wider calls sum into one. */
+/* gemv: kernel calls of at most 2 rows, which sum each row as the one-row GEMV does
+ * (two accumulators); otherwise one accumulator a row, in blocks of any size. */
 void ak_panel_q_mm_pre(ak_dtype t, const void *w, int64_t N, int64_t K, int64_t p0, int64_t p1,
-                       const void *xa, int n, float *y, int64_t ldy, const float *bias, bool rowwise) {
-    const int nr_max = rowwise ? 2 : AK_PQ_NR;
+                       const void *xa, int n, float *y, int64_t ldy, const float *bias, bool gemv) {
+    const int nr_max = gemv ? 2 : AK_PQ_NR;
     if (ak_cpu_simd < 0) ak_cpu_detect();
     size_t xs = ak_pq_xrow(K), pbytes = panel_bytes(t, K);
     ak_pq_kern kern = pick(t);
@@ -280,7 +280,7 @@ void ak_panel_q_mm_pre(ak_dtype t, const void *w, int64_t N, int64_t K, int64_t 
                 for (int i0 = c0; i0 < c1; i0 += nr_max) {
                     int nr = c1 - i0 < nr_max ? c1 - i0 : nr_max;
                     const uint8_t *xr = (const uint8_t *)xa + (size_t)i0 * xs;
-                    if (kern) kern(pw, K, xr, xs, nr, rows, out);
+                    if (kern) kern(pw, K, xr, xs, nr, rows, out, gemv);
                     else kern_ref(t, pw, K, xr, xs, nr, rows, out);
                     for (int i = 0; i < nr; i++) {
                         float *yr = y + (size_t)(i0 + i) * ldy + p * AK_PANEL_R;
@@ -294,7 +294,7 @@ void ak_panel_q_mm_pre(ak_dtype t, const void *w, int64_t N, int64_t K, int64_t 
 
 void ak_panel_q_mm(ak_dtype t, const void *w, int64_t N, int64_t K, int64_t p0, int64_t p1,
                    const float *x, int64_t ldx, int n, float *y, int64_t ldy, const float *bias,
-                   void *scratch) {
+                   void *scratch, bool gemv) {
     ak_panel_q_quantize(K, x, ldx, n, scratch);
-    ak_panel_q_mm_pre(t, w, N, K, p0, p1, scratch, n, y, ldy, bias, false);
+    ak_panel_q_mm_pre(t, w, N, K, p0, p1, scratch, n, y, ldy, bias, gemv);
 }

@@ -74,8 +74,10 @@ static inline void ak_pq_meta(uint8_t *row, int64_t K, int64_t b, float d, const
 #define AK_PQ_NR 8   /* activation rows per kernel call */
 
 /* One panel against nr (1..AK_PQ_NR) activation rows (xa, stride xs): out[16 i + r] for
- * rows r < rows (the panel's rows below N; others may be skipped or written). */
-typedef void (*ak_pq_kern)(const uint8_t *pw, int64_t K, const uint8_t *xa, size_t xs, int nr, int rows, float *out);
+ * rows r < rows (the panel's rows below N; others may be skipped or written). gemv: nr <= 2,
+ * each row summed as a one-row GEMV sums it (ak_panel_q_mm_pre). */
+typedef void (*ak_pq_kern)(const uint8_t *pw, int64_t K, const uint8_t *xa, size_t xs, int nr, int rows, float *out,
+                           int gemv);
 
 #if defined(__x86_64__)
 extern const ak_pq_kern ak_pq_vnni512[AK_DTYPE_COUNT];

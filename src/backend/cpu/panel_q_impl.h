@@ -105,9 +105,10 @@ TGT static inline VI F(step)(const int sign, VI acc, VI c, VI ws, const int8_t *
 #define PQ_PF 2048
 #endif
 
-/* T and NR are constants after inlining; H is the first row (0, or 8 for the second
- * half of a panel at W = 8). */
-TGT static inline __attribute__((always_inline)) void F(body)(const int T, const int NR, const uint8_t *pw, int64_t K,
+/* T, NR and S are constants after inlining; H is the first row (0, or 8 for the second
+ * half of a panel at W = 8). S: a GEMV's rows (NR <= 2), each float sum split over two
+ * accumulators (shorter chains); otherwise a row sums as in a block of any size. */
+TGT static inline __attribute__((always_inline)) void F(body)(const int T, const int NR, const int S, const uint8_t *pw, int64_t K,
                                                            const uint8_t *xa, size_t xs, int H, float *out) {
     const ak_pq_layout L = ak_pq_layouts[T];
     const int nsub = L.blk / 32;
@@ -115,7 +116,6 @@ TGT static inline __attribute__((always_inline)) void F(body)(const int T, const
     const int q5 = T == AK_Q5_0 || T == AK_Q5_1 || T == AK_Q5_K;
     /* AVX2 maddubs would saturate on Q8_0 codes (+128): it multiplies |w| by x with w's sign */
     const int q8sign = T == AK_Q8_0 && VNNI == 0;
-    /* a GEMV (NR <= 2) splits each row's float sum over two accumulators (shorter chains) */
     VF acc[AK_PQ_NR], acc2[AK_PQ_NR];
     PQ_UNROLL
     for (int i = 0; i < NR; i++) acc[i] = acc2[i] = ZF();
@@ -132,7 +132,7 @@ TGT static inline __attribute__((always_inline)) void F(body)(const int T, const
             const int64_t b = sb * nsub + j;
             VI c[8];
             const uint8_t *CJ = C + L.js * j;
-            if (NR <= 2 && H == 0) /* decode streams from memory: prefetch a little ahead */
+            if (S && H == 0) /* decode streams from memory: prefetch a little ahead */
                 for (int v = 0; v < (T == AK_Q8_0 ? 8 : 4 + (L.hb < 0 ? 0 : T == AK_Q6_K ? 2 : 1)); v++)
                     _mm_prefetch((const char *)(CJ + 64 * v + PQ_PF), _MM_HINT_T0);
             if (T == AK_Q8_0) {
@@ -200,7 +200,7 @@ TGT static inline __attribute__((always_inline)) void F(body)(const int T, const
                     PQ_UNROLL
                     for (int v = 4; v < 8; v++) ib = DPB(ib, c[v], q + 4 * v);
                     acc[i] = FMA(CVT(ia), MUL(fa, dx), acc[i]);
-                    if (NR <= 2) acc2[i] = FMA(CVT(ib), MUL(fb, dx), acc2[i]);
+                    if (S) acc2[i] = FMA(CVT(ib), MUL(fb, dx), acc2[i]);
                     else acc[i] = FMA(CVT(ib), MUL(fb, dx), acc[i]);
                     continue;
                 }
@@ -208,31 +208,37 @@ TGT static inline __attribute__((always_inline)) void F(body)(const int T, const
                 if (L.off && !q8sign) ia = SLL32(I32(AK_PQ_X32(xr, K)[b]), __builtin_ctz(L.off));
                 PQ_UNROLL
                 for (int v = 0; v < 8; v++) {
-                    if (NR <= 2 && (v & 1)) ib = F(step)(q8sign, ib, c[v], WS(v), q + 4 * v);
+                    if (S && (v & 1)) ib = F(step)(q8sign, ib, c[v], WS(v), q + 4 * v);
                     else ia = F(step)(q8sign, ia, c[v], WS(v), q + 4 * v);
                 }
-                if (NR <= 2) ia = ADDI(ia, ib);
+                if (S) ia = ADDI(ia, ib);
                 acc[i] = FMA(CVT(ia), MUL(fa, dx), acc[i]);
-                VF *am = NR <= 2 ? &acc2[i] : &acc[i];
+                VF *am = S ? &acc2[i] : &acc[i];
                 if (kt) *am = FNMA(fmj, PS1(AK_PQ_XS(xr, K)[b]), *am);
                 else if (L.m >= 0) *am = FMA(fm, PS1(AK_PQ_XS(xr, K)[b]), *am);
             }
         }
     }
     PQ_UNROLL
-    for (int i = 0; i < NR; i++) STF(out + 16 * i + H, NR <= 2 ? _ADDPS(acc[i], acc2[i]) : acc[i]);
+    for (int i = 0; i < NR; i++) STF(out + 16 * i + H, S ? _ADDPS(acc[i], acc2[i]) : acc[i]);
 }
 
-/* nr rows as blocks of 8, 4, 2 and 1 (fewer instances to compile). */
+/* nr rows as blocks of 8, 4, 2 and 1 (fewer instances to compile); gemv: nr <= 2 rows,
+ * each summed as a one-row GEMV. */
 #define PQ_KERN(T, NAME)                                                                            \
     TGT static void F(NAME)(const uint8_t *pw, int64_t K, const uint8_t *xa, size_t xs, int nr,    \
-                            int rows, float *out) {                                                 \
+                            int rows, float *out, int gemv) {                                       \
         for (int H = 0; H < rows; H += W) {                                                         \
             int i = 0;                                                                              \
-            for (; i + 8 <= nr; i += 8) F(body)(T, 8, pw, K, xa + i * xs, xs, H, out + 16 * i);     \
-            if (i + 4 <= nr) { F(body)(T, 4, pw, K, xa + i * xs, xs, H, out + 16 * i); i += 4; }    \
-            if (i + 2 <= nr) { F(body)(T, 2, pw, K, xa + i * xs, xs, H, out + 16 * i); i += 2; }    \
-            if (i < nr) F(body)(T, 1, pw, K, xa + i * xs, xs, H, out + 16 * i);                     \
+            if (gemv) {                                                                             \
+                if (nr == 2) F(body)(T, 2, 1, pw, K, xa, xs, H, out);                               \
+                else F(body)(T, 1, 1, pw, K, xa, xs, H, out);                                       \
+                continue;                                                                           \
+            }                                                                                       \
+            for (; i + 8 <= nr; i += 8) F(body)(T, 8, 0, pw, K, xa + i * xs, xs, H, out + 16 * i);  \
+            if (i + 4 <= nr) { F(body)(T, 4, 0, pw, K, xa + i * xs, xs, H, out + 16 * i); i += 4; } \
+            if (i + 2 <= nr) { F(body)(T, 2, 0, pw, K, xa + i * xs, xs, H, out + 16 * i); i += 2; } \
+            if (i < nr) F(body)(T, 1, 0, pw, K, xa + i * xs, xs, H, out + 16 * i);                  \
         }                                                                                           \
     }
 

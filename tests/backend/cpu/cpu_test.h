@@ -26,12 +26,15 @@ static void rand_rows(ak_dtype t, int64_t K, int rows, uint8_t *w) {
             for (int i = 0; i < 32; i++) if (w[b * 34 + 2 + i] == 0x80) w[b * 34 + 2 + i] = 0x81;
 }
 
-/* N random rows of dtype t (F16 or a block type) into a new *w, dequantized into a new *wf. */
+/* N random rows of dtype t (a float type or a block type) into a new *w, dequantized into a new *wf. */
 static void rand_weights(ak_dtype t, int64_t K, int N, void **w, float **wf) {
     *w = malloc(ak_dtype_row_bytes(t, K) * (size_t)N);
     *wf = malloc((size_t)N * K * 4);
-    if (t == AK_F16) {
-        for (int64_t i = 0; i < N * K; i++) ((uint16_t *)*w)[i] = ak_f32_to_f16(ak_rand_f(&rng) * 0.05f);
+    if (t == AK_F16 || t == AK_BF16) {
+        for (int64_t i = 0; i < N * K; i++)
+            ((uint16_t *)*w)[i] = t == AK_F16 ? ak_f32_to_f16(ak_rand_f(&rng) * 0.05f) : ak_f32_to_bf16(ak_rand_f(&rng) * 0.05f);
+    } else if (t == AK_F32) {
+        for (int64_t i = 0; i < N * K; i++) ((float *)*w)[i] = ak_rand_f(&rng) * 0.05f;
     } else rand_rows(t, K, N, *w);
     ak_dtype_info[t].dequant(*w, *wf, N * K);
 }

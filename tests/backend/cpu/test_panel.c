@@ -103,12 +103,12 @@ static void test_mm(void) {
                     double *ref = malloc((size_t)n * N * 8), *mag = malloc((size_t)n * N * 8);
                     const float *bs = ii % 2 ? bias : NULL;
                     reference(N, K, wf, x, ldx, n, bs, ref, mag, N);
-                    void *scratch = amalloc(ak_panel_scratch(t, K, n));
+                    void *scratch = amalloc(ak_panel_scratch(t, K, n, n == 1));
                     for (int lv = 0; lv < nlev; lv++) {
                         set_level(lv);
                         for (size_t i = 0; i < (size_t)n * ldy; i++) y[i] = SENTINEL;
-                        ak_panel_mm(t, pk, N, K, 0, np / 2, x, ldx, n, y, ldy, bs, scratch);
-                        ak_panel_mm(t, pk, N, K, np / 2, np, x, ldx, n, y, ldy, bs, scratch);
+                        ak_panel_mm(t, pk, N, K, 0, np / 2, x, ldx, n, y, ldy, bs, scratch, n == 1);
+                        ak_panel_mm(t, pk, N, K, np / 2, np, x, ldx, n, y, ldy, bs, scratch, n == 1);
                         int bad = 0, vs0 = 0, past = 0;
                         for (int i = 0; i < n; i++) {
                             for (int64_t r = 0; r < N; r++) {
@@ -149,15 +149,15 @@ static void *pack_all(ak_dtype t, const void *w, int64_t N, int64_t K) {
     return pk;
 }
 
-/* One GEMV/GEMM command over segments w (panel copies pk, NULL: row kernels) run by nth
- * workers one after another, as the pool would split it. */
+/* One GEMV/GEMM command (gemm: a GEMM even of one row, as a prefill of one token) over
+ * segments w (panel copies pk, NULL: row kernels) run by nth workers one after another,
+ * as the pool would split it. */
 static void run_mm(const ak_p_mm *p, void *const w[3], void *const pk[3], int nseg, float *x, float *y, float *bias,
-                   int nth) {
+                   int nth, int gemm) {
     ak_cpu_cmd c = {0};
     memcpy(c.p, p, sizeof *p);
     for (int s = 0; s < 3; s++) { c.b[s] = w[s < nseg ? s : 0]; c.pk[s] = s < nseg ? pk[s] : NULL; }
     c.b[3] = x; c.b[4] = y; c.b[5] = bias;
-    int gemm = p->n > 1;
     size_t scr = ak_cpu_mm_panel_scratch(&c, gemm ? AK_K_GEMM : AK_K_GEMV);
     float *scratch = malloc(scr * 4);
     ak_cpu_tls tls = {scratch, scr};
@@ -217,7 +217,7 @@ static void test_commands(void) {
                             for (int nth = 1; nth <= 3; nth += 2) {
                                 set_level(lv);
                                 for (size_t i = 0; i < (size_t)n * ld_y; i++) y[i] = SENTINEL;
-                                run_mm(&p, w, pk, nseg, x, y, bias, nth);
+                                run_mm(&p, w, pk, nseg, x, y, bias, nth, n > 1);
                                 int bad = 0;
                                 for (int i = 0; i < nout; i++)
                                     for (int j = 0; j < ld_y; j++) {
@@ -238,7 +238,7 @@ static void test_commands(void) {
                         {
                             set_level(nlev - 1);
                             ak_cpu_act_f32 = 1;
-                            run_mm(&p, w, pk, nseg, x, y, bias, 1);
+                            run_mm(&p, w, pk, nseg, x, y, bias, 1, n > 1);
                             int bad = 0;
                             for (int i = 0; i < nout; i++)
                                 for (int j = 0; j < cols; j++) {
@@ -253,6 +253,55 @@ static void test_commands(void) {
                 for (int s = 0; s < nseg; s++) { free(w[s]); free(wf[s]); free(pk[s]); }
                 free(bias);
             }
+}
+
+/* A GEMM row rounds the same whichever rows share its command: a prompt prefilled in
+ * any split (a cached prefix, another chunk size) then gives the same logits to the bit.
+ * Every dtype, on its panels and on the row kernels, every level, 1 and 3 threads:
+ * rows [a, a + m) of one command against the same rows run alone, compared bitwise
+ * (int8 activations make a 1-ulp difference grow: a code that rounds the other way). */
+static void test_row_invariance(void) {
+    static const ak_dtype types[] = {AK_Q4_0, AK_Q4_1, AK_Q5_0, AK_Q5_1, AK_Q8_0, AK_Q2_K, AK_Q3_K,
+                                     AK_Q4_K, AK_Q5_K, AK_Q6_K, AK_F16, AK_BF16, AK_F32};
+    const int64_t K = 512;
+    const int N = 37, n_all = 29, ld_x = (int)K + 3, ld_y = N + 1;
+    float *x = malloc((size_t)n_all * ld_x * 4), *y = malloc((size_t)n_all * ld_y * 4), *ys = malloc((size_t)n_all * ld_y * 4);
+    for (size_t i = 0; i < (size_t)n_all * ld_x; i++) x[i] = ak_rand_f(&rng) * (1 + (i % 7 == 0) * 20.f);
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        ak_dtype t = types[ti];
+        void *w[3];
+        float *wf;
+        rand_weights(t, K, N, &w[0], &wf);
+        w[1] = w[2] = w[0];
+        void *packed = pack_all(t, w[0], N, K);
+        for (int panels = 0; panels < 2; panels++) {
+            if (panels && !packed) continue;
+            void *pk[3] = {panels ? packed : NULL, NULL, NULL};
+            int bad = 0, runs = 0;
+            for (int lv = 0; lv < nlev; lv++)
+                for (int nth = 1; nth <= 3; nth += 2) {
+                    set_level(lv);
+                    ak_p_mm p = {.n = n_all, .K = (int32_t)K, .nseg = 1, .ld_x = ld_x, .ld_y = ld_y, .N = {N}, .dtype = {t}};
+                    run_mm(&p, w, pk, 1, x, y, NULL, nth, 1);
+                    for (int m = 1; m <= 12; m++)
+                        for (int a = 0; a < 8 && a + m <= n_all; a += 1 + 2 * (m > 3)) {
+                            p.n = m;
+                            run_mm(&p, w, pk, 1, x + (size_t)a * ld_x, ys, NULL, nth, 1);
+                            runs++;
+                            for (int i = 0; i < m; i++)
+                                if (memcmp(ys + (size_t)i * ld_y, y + (size_t)(a + i) * ld_y, (size_t)N * 4)) {
+                                    if (!bad++)
+                                        fprintf(stderr, "  %s panels %d level %d/%d nth %d: row %d of %d at %d differs\n",
+                                                ak_dtype_info[t].name, panels, levels[lv][0], levels[lv][1], nth, i, m, a);
+                                }
+                        }
+                }
+            CHECK(!bad, "%s %s: %d of %d GEMMs of a few rows round a row otherwise than a GEMM of %d rows",
+                  ak_dtype_info[t].name, panels ? "panels" : "row kernels", bad, runs, n_all);
+        }
+        free(w[0]); free(wf); free(packed);
+    }
+    free(x); free(y); free(ys);
 }
 
 /* GEMV_ACT_DOWN with a panel copy: act(g) * u, then the down GEMV. */
@@ -302,6 +351,7 @@ int main(void) {
     int simd = ak_cpu_simd, vnni = ak_cpu_vnni;
     test_mm();
     test_commands();
+    test_row_invariance();
     test_act_down();
     ak_cpu_simd = simd;
     ak_cpu_vnni = vnni;

@@ -102,14 +102,15 @@ static void run_case(ak_dtype t, int64_t N, int64_t K, int n, int pad, int ci) {
     for (int lv = 0; lv < nlev; lv++) {
         ak_cpu_simd = levels[lv];
         CHECK(ak_panel_f_supported(t, K), "supported");
-        for (int wb = 0; wb < 2; wb++) {
-            const float *b = wb ? bias : NULL;
+        for (int wb = 0; wb < 4; wb++) {   /* bias or none; rows as GEMVs or a GEMM's */
+            const float *b = wb & 1 ? bias : NULL;
+            const bool gemv = wb >> 1;
             for (size_t i = 0; i < yn; i++) y[i] = SENT;
-            size_t sb = ak_panel_f_scratch(t, K, n);
+            size_t sb = ak_panel_f_scratch(t, K, n, gemv);
             void *scr = xalloc(sb);
             int64_t split = np > 1 ? (int64_t)(ak_rand_u32(&rng) % (uint32_t)(np + 1)) : (ci & 1);
-            ak_panel_f_mm(t, packed, N, K, 0, split, x, ldx, n, y, ldy, b, scr);
-            ak_panel_f_mm(t, packed, N, K, split, np, x, ldx, n, y, ldy, b, scr);
+            ak_panel_f_mm(t, packed, N, K, 0, split, x, ldx, n, y, ldy, b, scr, gemv);
+            ak_panel_f_mm(t, packed, N, K, split, np, x, ldx, n, y, ldy, b, scr, gemv);
             free(scr);
             int bad = 0, untouched = 1;
             for (int i = 0; i < n; i++) {
@@ -118,7 +119,7 @@ static void run_case(ak_dtype t, int64_t N, int64_t K, int n, int pad, int ci) {
                     double err = fabs(y[i * ldy + r] - want), tol = (double)(K + 4) * ldexp(1, -24) * m + 1e-30;
                     if (!(err <= tol)) {
                         if (bad++ < 3)
-                            fprintf(stderr, "  %s lv %d N=%lld K=%lld n=%d bias=%d: y[%d][%lld]=%.9g want %.9g\n",
+                            fprintf(stderr, "  %s lv %d N=%lld K=%lld n=%d bias+2gemv=%d: y[%d][%lld]=%.9g want %.9g\n",
                                     ak_dtype_info[t].name, levels[lv], (long long)N, (long long)K, n, wb, i,
                                     (long long)r, y[i * ldy + r], want);
                     }
@@ -170,7 +171,7 @@ static void bjob_run(void *ctx, int ith, int nth) {
     bjob *j = ctx;
     int64_t np = (j->N + AK_PANEL_R - 1) / AK_PANEL_R, lo, hi;
     ak_split(np, ith, nth, &lo, &hi);
-    ak_panel_f_mm(j->t, j->w, j->N, j->K, lo, hi, j->x, j->K, j->n, j->y, j->N, NULL, j->scr[ith]);
+    ak_panel_f_mm(j->t, j->w, j->N, j->K, lo, hi, j->x, j->K, j->n, j->y, j->N, NULL, j->scr[ith], j->n == 1);
 }
 
 static double now(void) {
@@ -214,7 +215,7 @@ static void bench(void) {
                     if (ns && atoi(ns) != n) continue;
                     float *x = malloc((size_t)(n * K) * 4), *y = malloc((size_t)(n * N) * 4);
                     for (int64_t i = 0; i < n * K; i++) x[i] = ak_rand_f(&rng);
-                    void *scr[2] = {xalloc(ak_panel_f_scratch(t, K, n) + 64), xalloc(ak_panel_f_scratch(t, K, n) + 64)};
+                    void *scr[2] = {xalloc(ak_panel_f_scratch(t, K, n, n == 1) + 64), xalloc(ak_panel_f_scratch(t, K, n, n == 1) + 64)};
                     bjob j = {t, pk, N, K, x, n, y, scr};
                     ak_pool_run(pool, bjob_run, &j);
                     /* best of the repetitions: other work on the machine only slows runs down */
