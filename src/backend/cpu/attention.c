@@ -240,7 +240,10 @@ A512 static void attn_prefill_512(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_
         __m512i lov = _mm512_loadu_si512(lo), hiv = _mm512_loadu_si512(hi);
         __m512 M = ninf, L = _mm512_setzero_ps();
         memset(O, 0, (size_t)nqr * hd * sizeof(float));
-        for (int kb = klo; kb < khi; kb += KB) {
+        /* key tiles at multiples of KB, not from the block's first key: a row then
+         * meets the same tiles whatever rows share its block (a window's start moves
+         * with the block's first row) */
+        for (int kb = klo / KB * KB; kb < khi; kb += KB) {
             int nk = khi - kb < KB ? khi - kb : KB;
             const float *K, *V;
             if (p->kv_f16) {
@@ -336,7 +339,7 @@ void ak_cpu_attn_prefill(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls)
         }
         for (int r = 0; r < nqr; r++) { M[r] = -INFINITY; L[r] = 0; }
         memset(O, 0, (size_t)nqr * hd * sizeof(float));
-        for (int kb = klo; kb < khi; kb += AK_ATTN_KB) {
+        for (int kb = klo / AK_ATTN_KB * AK_ATTN_KB; kb < khi; kb += AK_ATTN_KB) {   /* as attn_prefill_512 */
             int nk = khi - kb < AK_ATTN_KB ? khi - kb : AK_ATTN_KB;
             /* S = Q K^T for the tile, masked per query */
             for (int j = 0; j < nk; j++) {

@@ -280,6 +280,7 @@ static void test_attention(void) {
         {4, 4, 32, 1, 0, 0, 1, 0, 0},   {4, 2, 32, 24, 0, 0, 1, 0, 0},  {8, 1, 64, 37, 5, 0, 1, 0, 0},
         {6, 2, 16, 17, 70, 8, 1, 50, 0}, {4, 2, 32, 3, 100, 8, 1, 0, 1}, {4, 4, 8, 33, 0, 0, 0, 0, 0},
         {2, 1, 128, 70, 3, 16, 1, 30, 1}, {3, 3, 6, 1, 200, 0, 1, 0, 0}, {12, 4, 32, 1, 150, 0, 1, 0, 1},
+        {4, 2, 32, 40, 200, 100, 1, 0, 0}, {2, 1, 64, 30, 150, 90, 1, 0, 1},   /* windows wider than a key tile */
     };
     for (size_t ci = 0; ci < sizeof cs / sizeof *cs; ci++) {
         int max_seq = 300, hd = cs[ci].hd, nh = cs[ci].nh, nkv = cs[ci].nkv, n = cs[ci].n;
@@ -313,6 +314,22 @@ static void test_attention(void) {
                 free(c.sh.data);
                 double e = max_rel(out, ref, (size_t)n * nh * hd);
                 CHECK(e < 2e-6, "%s case %zu nth=%d: rel err %g", kind ? "prefill" : "decode", ci, thread_counts[t], e);
+                /* a prefill row rounds the same when the rows before it in the call were
+                 * prefilled earlier (a cached prefix): rows [a, n) alone, bit for bit */
+                for (int a = 1; kind && a < n; a += 1 + n / 3) {
+                    ak_p_attn pa = p;
+                    pa.n = n - a;
+                    pa.pos = p.pos + a;
+                    float *oa = calloc((size_t)(n - a) * nh * hd, sizeof(float));
+                    ak_cpu_cmd ca = c;
+                    memcpy(ca.p, &pa, sizeof pa);
+                    ca.b[0] = q + (size_t)a * ld_q;
+                    ca.b[3] = oa;
+                    run(ak_cpu_attn_prefill, &ca, thread_counts[t], ak_cpu_scratch_need(AK_K_ATTN_PREFILL, &pa));
+                    CHECK(!memcmp(oa, out + (size_t)a * nh * hd, (size_t)(n - a) * nh * hd * sizeof(float)),
+                          "prefill case %zu nth=%d: rows from %d alone round otherwise", ci, thread_counts[t], a);
+                    free(oa);
+                }
                 free(out);
             }
         }
