@@ -15,4 +15,9 @@ if(AKUNU_HAVE_CUDA)
   add_test(NAME test_depth_cuda COMMAND test_depth cuda)
   set_tests_properties(test_depth_cuda PROPERTIES LABELS cuda SKIP_RETURN_CODE 77 TIMEOUT 300
     ENVIRONMENT "AKUNU_FIXTURES=${AKUNU_FIXTURES}")
+  # prefill independent of how the prompt is cut (tests/engine/test_prefill_split.c)
+  add_test(NAME test_prefill_split_cuda COMMAND test_prefill_split cuda)
+  set_tests_properties(test_prefill_split_cuda PROPERTIES LABELS cuda SKIP_RETURN_CODE 77 TIMEOUT 300
+    FIXTURES_REQUIRED gen_quant_models
+    ENVIRONMENT "AKUNU_FIXTURES=${AKUNU_FIXTURES};AKUNU_QUANT_MODELS=${CMAKE_BINARY_DIR}/quant_models")
 endif()
