@@ -54,7 +54,7 @@ int main(int argc, char **argv) {
             }
             for (int i = 0; i < nh * hd; i++) q[i] = (float)(i % 13) / 13.f - 0.5f;
             ak_p_attn p = {.n = 1, .pos = depth - 1, .kv_len = depth, .n_heads = nh, .n_kv_heads = nkv, .head_dim = hd,
-                           .ld_q = nh * hd, .max_seq = max_seq, .kv_f16 = f16, .causal = 1, .scale = 0.125f};
+                           .ld_q = nh * hd, .max_seq = max_seq, .kt = f16 ? AK_F16 : AK_F32, .vt = f16 ? AK_F16 : AK_F32, .causal = 1, .scale = 0.125f};
             size_t counts, bytes;
             ak_cpu_shared_need(AK_K_ATTN_DECODE, &p, &counts, &bytes);
             ak_cpu_shared sh = {calloc(counts, sizeof(int)), aligned_alloc(64, (bytes + 63) & ~(size_t)63)};

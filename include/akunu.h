@@ -166,15 +166,18 @@ AK_API void ak_chat_calls_free(ak_chat_call *calls, int n);
 
 /* The KV cache's element type. AUTO: F16 on the CUDA backend (its prefill attention runs
  * on tensor cores from an F16 cache, and the cache is half the size), F32 on the CPU
- * (exact, and its attention reads F32 rows without a conversion). */
-typedef enum { AK_KV_F32 = 0, AK_KV_F16 = 1, AK_KV_AUTO = 2 } ak_kv_type;
+ * (exact, and its attention reads F32 rows without a conversion). Q8_0 and Q4_0 (ggml's
+ * blocks of 32: a quarter and an eighth of F32's bytes, plus a scale a block) need a head
+ * dimension that is a multiple of 32; the CPU backend takes them, K and V each. */
+typedef enum { AK_KV_F32 = 0, AK_KV_F16 = 1, AK_KV_AUTO = 2, AK_KV_Q8_0 = 3, AK_KV_Q4_0 = 4 } ak_kv_type;
 typedef enum { AK_BACKEND_CPU = 0, AK_BACKEND_CUDA, AK_BACKEND_AUTO } ak_backend_kind;
 
 typedef struct {
     int n_ctx;          /* 0: the model's context length, capped at 4096 */
     int chunk;          /* prefill chunk size in tokens; 0: 512 */
     int n_threads;      /* 0: one per core */
-    ak_kv_type kv_type;
+    ak_kv_type kv_type;     /* the K cache's, and the V cache's unless kv_type_v says otherwise */
+    ak_kv_type kv_type_v;   /* the V cache's; AUTO (the default params'): as the K cache's */
     bool logits_all;    /* prefill keeps logits for every position, not only the last */
     ak_backend_kind backend; /* CPU by default; AUTO: CUDA if a GPU is present */
 } ak_session_params;
@@ -187,8 +190,12 @@ AK_API void ak_session_free(ak_session *s);
 AK_API const char *ak_session_backend(const ak_session *s);
 /* CPU worker threads of the session (1 for GPU backends). */
 AK_API int ak_session_threads(const ak_session *s);
-/* The KV cache type the session runs with (AUTO resolved). */
+/* The K and V cache types the session runs with (AUTO resolved). */
 AK_API ak_kv_type ak_session_kv_type(const ak_session *s);
+AK_API ak_kv_type ak_session_kv_type_v(const ak_session *s);
+/* "f32", "f16", "q8_0", "q4_0", "auto"; and back (false: not one of them). */
+AK_API const char *ak_kv_type_name(ak_kv_type t);
+AK_API bool ak_kv_type_from_name(const char *name, ak_kv_type *out);
 /* Whether this build has the CUDA backend and a GPU is present. */
 AK_API bool ak_cuda_available(void);
 /* Number of commands the decode table runs per token. */

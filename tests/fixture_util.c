@@ -107,6 +107,11 @@ void ak_fx_kv_auto(const ak_fx *f, ak_model *m, ak_kv_type want) {
     s = NULL;
     CHECK(ak_session_create(m, &p, &s, &err) == AK_ERR_ARG && strstr(err.msg, "KV cache type"), "KV type 7 not refused: %s", err.msg);
     ak_session_free(s);
+    p.kv_type = AK_KV_AUTO;
+    p.kv_type_v = (ak_kv_type)9;
+    s = NULL;
+    CHECK(ak_session_create(m, &p, &s, &err) == AK_ERR_ARG && strstr(err.msg, "KV cache type 9"), "V type 9 not refused: %s", err.msg);
+    ak_session_free(s);
 }
 
 void ak_fx_greedy(const ak_fx *f, ak_model *m, const char *name, const char *type, ak_kv_type kv) {

@@ -14,7 +14,7 @@ All integers are little-endian; strings are not NUL-terminated.
 OUTDIR/gguf_vectors.bin     "AKQV" u32 version=1, then records to the end of the file:
     u32 kind, u32 ggml_type, u32 n_values, u32 n_bytes, then
     kind 0 (dequantize): u8 blocks[n_bytes], f32 expected[n_values]   (gguf.quants.dequantize)
-    kind 1 (quantize):   f32 input[n_values], u8 expected[n_bytes]    (gguf.quants.quantize)
+    kind 1 (quantize):   f32 input[n_values], u8 expected[n_bytes]    (gguf.quants.quantize; Q8_0, Q4_0)
   Blocks are random bytes except that every f16 scale field (and every F16/BF16 value)
   is forced finite, so no NaN reaches the comparison.
 
@@ -105,17 +105,19 @@ def write_gguf_vectors(path, rng):
                 f.write(raw.tobytes())
                 f.write(ref.tobytes())
                 count += 1
-        # Q8_0 quantizer: random floats over several magnitudes, plus zero blocks.
-        for nb in BLOCK_COUNTS:
-            x = rng.standard_normal(nb * 32).astype(np.float32)
-            x *= np.repeat(np.float32(10.0) ** rng.integers(-6, 6, size=nb), 32).astype(np.float32)
-            if nb >= 7:
-                x[32:64] = 0
-            q = quantize(x.reshape(nb, 32), T.Q8_0).reshape(-1)
-            f.write(struct.pack("<IIII", 1, int(T.Q8_0), x.size, q.size))
-            f.write(x.tobytes())
-            f.write(q.tobytes())
-            count += 1
+        # Q8_0 and Q4_0 quantizers (the KV cache's): random floats over several
+        # magnitudes, plus zero blocks.
+        for qt in (T.Q8_0, T.Q4_0):
+            for nb in BLOCK_COUNTS:
+                x = rng.standard_normal(nb * 32).astype(np.float32)
+                x *= np.repeat(np.float32(10.0) ** rng.integers(-6, 6, size=nb), 32).astype(np.float32)
+                if nb >= 7:
+                    x[32:64] = 0
+                q = quantize(x.reshape(nb, 32), qt).reshape(-1)
+                f.write(struct.pack("<IIII", 1, int(qt), x.size, q.size))
+                f.write(x.tobytes())
+                f.write(q.tobytes())
+                count += 1
     return count
 
 

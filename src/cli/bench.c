@@ -10,7 +10,7 @@
 #include <time.h>
 
 static const char *usage =
-    "usage: akunu bench -m FILE [-p 512] [-n 128] [-d DEPTH] [-t THREADS] [-r REPS] [--kv-f16|--kv-f32] [--backend cpu|cuda|auto] [--sample] [--json]\n"
+    "usage: akunu bench -m FILE [-p 512] [-n 128] [-d DEPTH] [-t THREADS] [-r REPS] [--kv f32|f16|q8_0|q4_0] [--kv-k T] [--kv-v T] [--backend cpu|cuda|auto] [--sample] [--json]\n"
     "       -d: run each test after DEPTH tokens already in the cache (llama-bench's -d; GB/s counts weights only)\n"
     "       --sample: tgN again, sampled in the table as llama.cpp samples by default (temperature 0.8, top-k 40,\n"
     "                 top-p 0.95, min-p 0.05, repeat penalty 1.1 over 64 tokens)\n"

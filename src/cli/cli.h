@@ -19,7 +19,7 @@ typedef struct {
     bool no_bos, no_special;       /* tokenizing user text: add no BOS/EOS; special-token text stays text */
     bool special;                  /* detokenize: show control tokens */
     bool print_prompt;             /* run: the prompt as rendered, to stderr (-v too) */
-    ak_kv_type kv;                 /* AUTO unless --kv-f16 / --kv-f32 */
+    ak_kv_type kv, kv_v;           /* K and V cache types: AUTO (V: as K) unless --kv, --kv-k, --kv-v */
     ak_backend_kind backend;
     ak_sampling_params sp;
     const char *stops[16];

@@ -55,7 +55,7 @@ static int parse_ids(const char *s, ak_cli_opts *o) {
 int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage) {
     memset(o, 0, sizeof *o);
     o->n_predict = 256;
-    o->kv = AK_KV_AUTO;
+    o->kv = o->kv_v = AK_KV_AUTO;
     o->sp = ak_sampling_default_params();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -125,8 +125,15 @@ int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage) {
         else if (!strcmp(a, "--greedy")) { o->greedy = true; o->sp.temperature = 0; }
         else if (!strcmp(a, "--print-ids")) o->print_ids = true;
         else if (!strcmp(a, "--decode")) o->decode = true;
-        else if (!strcmp(a, "--kv-f16")) o->kv = AK_KV_F16;
-        else if (!strcmp(a, "--kv-f32")) o->kv = AK_KV_F32;
+        else if (!strcmp(a, "--kv-f16")) o->kv = o->kv_v = AK_KV_F16;
+        else if (!strcmp(a, "--kv-f32")) o->kv = o->kv_v = AK_KV_F32;
+        else if (!strcmp(a, "--kv") || !strcmp(a, "--kv-k") || !strcmp(a, "--kv-v")) {
+            NEEDV();
+            ak_kv_type t;
+            if (!ak_kv_type_from_name(v, &t)) { fprintf(stderr, "akunu: %s expects f32, f16, q8_0, q4_0 or auto, got '%s'\n", a, v); return 2; }
+            if (strcmp(a, "--kv-v")) o->kv = t;     /* --kv and --kv-k */
+            if (strcmp(a, "--kv-k")) o->kv_v = t;   /* --kv and --kv-v */
+        }
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = o->print_prompt = true;
         else if (!strcmp(a, "--print-prompt")) o->print_prompt = true;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); exit(0); }
@@ -150,6 +157,7 @@ int ak_cli_open(const ak_cli_opts *o, bool logits_all, ak_model **m, ak_session 
     p.n_threads = o->threads;
     p.n_ctx = o->ctx;
     p.kv_type = o->kv;
+    p.kv_type_v = o->kv_v;
     p.logits_all = logits_all;
     p.backend = o->backend;
     if (ak_session_create(*m, &p, s, &err)) {
@@ -165,7 +173,14 @@ int ak_cli_open(const ak_cli_opts *o, bool logits_all, ak_model **m, ak_session 
     return 0;
 }
 
-const char *ak_cli_kv_name(const ak_session *s) { return ak_session_kv_type(s) == AK_KV_F16 ? "f16" : "f32"; }
+/* "q8_0", or "K type/V type" when they differ. */
+const char *ak_cli_kv_name(const ak_session *s) {
+    static char buf[32];
+    ak_kv_type k = ak_session_kv_type(s), v = ak_session_kv_type_v(s);
+    if (k == v) return ak_kv_type_name(k);
+    snprintf(buf, sizeof buf, "%s/%s", ak_kv_type_name(k), ak_kv_type_name(v));
+    return buf;
+}
 
 char *ak_cli_read_file(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static const char *usage = "usage: akunu logits -m FILE --prompt-ids ID,ID,... -o OUT.f32 [--chunk N] [--decode] [--kv-f16|--kv-f32] [-t THREADS] [--backend cpu|cuda|auto]\n";
+static const char *usage = "usage: akunu logits -m FILE --prompt-ids ID,ID,... -o OUT.f32 [--chunk N] [--decode] [--kv f32|f16|q8_0|q4_0] [-t THREADS] [--backend cpu|cuda|auto]\n";
 
 int ak_cli_logits(int argc, char **argv) {
     ak_cli_opts o;

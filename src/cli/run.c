@@ -22,7 +22,7 @@ static const char *usage =
     "  --spec ngram|draft [--draft-max K] [--draft-model FILE]\n"
     "                     speculative decoding: K drafted tokens checked in one pass (the same reply, fewer\n"
     "                     passes), drafted by prompt lookup (ngram, K 10) or a smaller model (draft, K 8)\n"
-    "  -c CTX  --chunk N  -t THREADS  --kv-f16|--kv-f32 (default: f16 on cuda, f32 on cpu)  --backend cpu|cuda|auto  -v\n";
+    "  -c CTX  --chunk N  -t THREADS  --kv f32|f16|q8_0|q4_0 (K and V; --kv-k, --kv-v: one; default f16 on cuda, f32 on cpu)  --backend cpu|cuda|auto  -v\n";
 
 /* Prompt text for one user turn: the chat template when the file has one we render;
  * a file without one (a base model) gets the prompt as it is. */
@@ -104,6 +104,7 @@ static int run_text(const ak_cli_opts *o, ak_model *m, ak_session *s) {
         dp.n_threads = o->threads;
         dp.backend = o->backend;
         dp.kv_type = o->kv;
+        dp.kv_type_v = o->kv_v;
         if (ak_model_load(o->draft_model, &dm, &err) || ak_session_create(dm, &dp, &ds, &err)) {
             fprintf(stderr, "akunu: draft model %s: %s\n", o->draft_model, err.msg);
             free(grammar);

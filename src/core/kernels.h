@@ -54,7 +54,7 @@ typedef struct { int32_t n, K, act, ld_gu, gated; } ak_p_act; /* gated: act(g) *
 typedef struct {
     int32_t n, pos;
     int32_t n_heads, n_kv_heads, head_dim, n_rot, style, ld;
-    int32_t max_seq, kv_f16, flags;
+    int32_t max_seq, kt, vt, flags;   /* kt, vt: the K and V cache's ak_dtype (F32, F16, Q8_0, Q4_0) */
     float eps;
 } ak_p_rope_kv;
 enum { AK_ROPE_F_QKNORM = 1, AK_ROPE_F_BIAS = 2 };
@@ -62,7 +62,7 @@ enum { AK_ROPE_F_QKNORM = 1, AK_ROPE_F_BIAS = 2 };
 typedef struct {
     int32_t n, pos, kv_len;
     int32_t n_heads, n_kv_heads, head_dim, ld_q;
-    int32_t max_seq, kv_f16, window, causal;
+    int32_t max_seq, kt, vt, window, causal;   /* kt, vt as ak_p_rope_kv's */
     float scale, softcap;
 } ak_p_attn;
 

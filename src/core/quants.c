@@ -226,3 +226,21 @@ void ak_quantize_q8_0(const float *src, void *dst, int64_t n) {
         for (int i = 0; i < 32; i++) p[2 + i] = (uint8_t)(int8_t)roundf(src[i] * id);
     }
 }
+
+void ak_quantize_q4_0(const float *src, void *dst, int64_t n) {
+    uint8_t *p = dst;
+    for (int64_t b = 0; b < n / 32; b++, p += 18, src += 32) {
+        float amax = 0.0f, m = 0.0f;
+        for (int i = 0; i < 32; i++)
+            if (fabsf(src[i]) > amax) { amax = fabsf(src[i]); m = src[i]; }
+        float d = m / -8.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint16_t h = ak_f32_to_f16(d);
+        p[0] = (uint8_t)(h & 0xFF);
+        p[1] = (uint8_t)(h >> 8);
+        for (int i = 0; i < 16; i++) {
+            int lo = (int)(src[i] * id + 8.5f), hi = (int)(src[i + 16] * id + 8.5f);
+            p[2 + i] = (uint8_t)((lo < 15 ? lo : 15) | (hi < 15 ? hi : 15) << 4);
+        }
+    }
+}

@@ -1,5 +1,5 @@
 /* Reference dequantizers for the ggml block formats other than Q8_0 (which lives in
- * dtype.c), and a reference Q8_0 quantizer. Plain scalar code following the public GGUF
+ * dtype.c), and reference Q8_0 and Q4_0 quantizers (the KV cache's block types). Plain scalar code following the public GGUF
  * block layouts: these are the ground truth every fast kernel is tested against.
  * Every function takes n values, n a multiple of the block size, and reads the blocks
  * byte by byte (little-endian), so they work on any host and any alignment. */
@@ -22,6 +22,9 @@ void ak_dequant_q6_k(const void *src, float *dst, int64_t n);
 /* Q8_0 as ggml quantizes it: d = max|x|/127 stored as f16, q = round-half-away(x/d)
  * computed as x * (1/d). n a multiple of 32; writes n/32 * 34 bytes. */
 void ak_quantize_q8_0(const float *src, void *dst, int64_t n);
+/* Q4_0 as ggml quantizes it: m the value of largest magnitude, d = m / -8 stored as f16,
+ * q = min(15, trunc(x * (1/d) + 8.5)). n a multiple of 32; writes n/32 * 18 bytes. */
+void ak_quantize_q4_0(const float *src, void *dst, int64_t n);
 
 /* dtype.c's traits table takes its dequantizers from these macros. */
 #define AK_DQ_Q4_0 ak_dequant_q4_0

@@ -38,8 +38,9 @@ static void patch_n(builder *b, ak_cmd *c, size_t off) {
 
 static int rows(builder *b) { return b->o->prefill ? b->o->rows : 1; }
 
-static size_t kv_layer_bytes(const ak_model *m, const ak_build_opts *o) {
-    return (size_t)m->cfg.n_kv_heads * (size_t)o->max_seq * (size_t)m->cfg.head_dim * (o->kv_f16 ? 2 : 4);
+/* Bytes of one layer's K (or V) cache of type t: n_kv_heads x max_seq rows of head_dim. */
+static size_t kv_layer_bytes(const ak_model *m, const ak_build_opts *o, ak_dtype t) {
+    return (size_t)m->cfg.n_kv_heads * (size_t)o->max_seq * ak_dtype_row_bytes(t, m->cfg.head_dim);
 }
 
 void ak_build_buf_sizes(const ak_model *m, const ak_build_opts *o, size_t s[AK_BUF_COUNT]) {
@@ -50,7 +51,7 @@ void ak_build_buf_sizes(const ak_model *m, const ak_build_opts *o, size_t s[AK_B
     s[AK_BUF_WEIGHTS] = m->weights_size;
     s[AK_BUF_AUX] = m->aux_size;
     s[AK_BUF_TOKENS] = ((size_t)o->max_seq + 1) * 4;
-    s[AK_BUF_KV] = 2 * (size_t)c->n_layers * kv_layer_bytes(m, o);
+    s[AK_BUF_KV] = (size_t)c->n_layers * (kv_layer_bytes(m, o, o->kt) + kv_layer_bytes(m, o, o->vt));
     s[AK_BUF_X] = r * c->dim * f;
     s[AK_BUF_XN] = r * c->dim * f;
     s[AK_BUF_QKV] = r * (nq + 2 * nkv) * f;
@@ -105,7 +106,8 @@ static void attention_block(builder *b, int l) {
     const ak_model *m = b->m;
     const ak_config *cfg = &m->cfg;
     const ak_layer *L = &m->layers[l];
-    size_t lb = kv_layer_bytes(m, b->o);
+    /* per layer its K cache, then its V cache */
+    size_t kb = kv_layer_bytes(m, b->o, b->o->kt), lb = kb + kv_layer_bytes(m, b->o, b->o->vt);
     const ak_tensor *qkv[3] = {L->wq, L->wk, L->wv};
     if (L->wqkv) {
         matmul(b, &L->wqkv, 1, b->in, b->dim, AK_BUF_QKV, b->qkv_ld, 0, NULL, "qkv", l);
@@ -119,7 +121,7 @@ static void attention_block(builder *b, int l) {
 
     ak_p_rope_kv r = {.n = rows(b), .n_heads = cfg->n_heads, .n_kv_heads = cfg->n_kv_heads, .head_dim = cfg->head_dim,
                       .n_rot = m->rope == AK_ROPE_NONE ? 0 : cfg->n_rot, .style = (int32_t)m->rope,
-                      .ld = b->qkv_ld, .max_seq = b->o->max_seq, .kv_f16 = b->o->kv_f16, .eps = cfg->norm_eps,
+                      .ld = b->qkv_ld, .max_seq = b->o->max_seq, .kt = b->o->kt, .vt = b->o->vt, .eps = cfg->norm_eps,
                       .flags = (L->q_norm ? AK_ROPE_F_QKNORM : 0) | (L->has_qkv_bias ? AK_ROPE_F_BIAS : 0)};
     ak_cmd *c = emit(b, AK_K_ROPE_KV, &r, sizeof r, (uint32_t)(rows(b) * (cfg->n_heads + cfg->n_kv_heads)), "rope_kv", l);
     if (c) {
@@ -127,8 +129,8 @@ static void attention_block(builder *b, int l) {
         ak_cmd_bind(c, 1, AK_BUF_WEIGHTS, L->q_norm ? L->q_norm->off : 0);
         ak_cmd_bind(c, 2, AK_BUF_WEIGHTS, L->k_norm ? L->k_norm->off : 0);
         ak_cmd_bind(c, 3, AK_BUF_AUX, L->inv_freq_off);
-        ak_cmd_bind(c, 4, AK_BUF_KV, 2 * (size_t)l * lb);
-        ak_cmd_bind(c, 5, AK_BUF_KV, (2 * (size_t)l + 1) * lb);
+        ak_cmd_bind(c, 4, AK_BUF_KV, (size_t)l * lb);
+        ak_cmd_bind(c, 5, AK_BUF_KV, (size_t)l * lb + kb);
         ak_cmd_bind(c, 6, AK_BUF_AUX, L->qkv_bias_off);
         c->patch |= AK_PATCH_POS;
         c->off_pos = offsetof(ak_p_rope_kv, pos);
@@ -136,15 +138,15 @@ static void attention_block(builder *b, int l) {
     }
 
     ak_p_attn a = {.n = rows(b), .n_heads = cfg->n_heads, .n_kv_heads = cfg->n_kv_heads, .head_dim = cfg->head_dim,
-                   .ld_q = b->qkv_ld, .max_seq = b->o->max_seq, .kv_f16 = b->o->kv_f16,
+                   .ld_q = b->qkv_ld, .max_seq = b->o->max_seq, .kt = b->o->kt, .vt = b->o->vt,
                    .window = L->sliding ? cfg->sliding_window : 0, .causal = m->arch->causal,
                    .scale = cfg->attn_scale, .softcap = cfg->attn_softcap};
     c = emit(b, b->o->prefill && !b->o->as_decode ? AK_K_ATTN_PREFILL : AK_K_ATTN_DECODE, &a, sizeof a,
              (uint32_t)cfg->n_heads, "attention", l);
     if (c) {
         ak_cmd_bind(c, 0, AK_BUF_QKV, 0);
-        ak_cmd_bind(c, 1, AK_BUF_KV, 2 * (size_t)l * lb);
-        ak_cmd_bind(c, 2, AK_BUF_KV, (2 * (size_t)l + 1) * lb);
+        ak_cmd_bind(c, 1, AK_BUF_KV, (size_t)l * lb);
+        ak_cmd_bind(c, 2, AK_BUF_KV, (size_t)l * lb + kb);
         ak_cmd_bind(c, 3, AK_BUF_ATT, 0);
         c->patch |= AK_PATCH_POS | AK_PATCH_KVLEN;
         c->off_pos = offsetof(ak_p_attn, pos);

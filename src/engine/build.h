@@ -8,7 +8,7 @@ typedef struct {
     bool prefill;          /* GEMM + tiled attention over up to `rows` tokens; else one-token decode */
     int rows;              /* activation rows (prefill chunk) */
     int max_seq;           /* KV cache length */
-    bool kv_f16;
+    ak_dtype kt, vt;       /* the K and V cache's element types: AK_F32, AK_F16, AK_Q8_0 or AK_Q4_0 */
     bool logits_all;       /* prefill: logits for every row, not only the last */
     bool pick_all;         /* with logits_all: a token chosen from every row (speculative verification) */
     bool as_decode;        /* prefill rows as decode steps: the decode attention a row at a time and GEMMs that

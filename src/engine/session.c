@@ -31,7 +31,16 @@ struct ak_session {
 
 ak_session_params ak_session_default_params(void) {
     ak_session_params p = {0};
+    p.kv_type_v = AK_KV_AUTO;
     return p;
+}
+
+static bool kv_known(ak_kv_type t) {
+    return t == AK_KV_F32 || t == AK_KV_F16 || t == AK_KV_AUTO || t == AK_KV_Q8_0 || t == AK_KV_Q4_0;
+}
+
+static ak_dtype kv_dtype(ak_kv_type t) {
+    return t == AK_KV_F16 ? AK_F16 : t == AK_KV_Q8_0 ? AK_Q8_0 : t == AK_KV_Q4_0 ? AK_Q4_0 : AK_F32;
 }
 
 static ak_status alloc_bufs(ak_session *s, const size_t *sz, ak_err *err) {
@@ -52,15 +61,20 @@ ak_status ak_session_create_ex(ak_model *m, const ak_session_params *pp, bool un
     *out = NULL;
     ak_session_params p = pp ? *pp : ak_session_default_params();
     if (p.n_ctx < 0 || p.chunk < 0 || p.n_threads < 0) return ak_fail(err, AK_ERR_ARG, "session: negative parameter");
-    if (p.kv_type != AK_KV_F32 && p.kv_type != AK_KV_F16 && p.kv_type != AK_KV_AUTO)
-        return ak_fail(err, AK_ERR_ARG, "session: unknown KV cache type %d", (int)p.kv_type);
+    if (!kv_known(p.kv_type) || !kv_known(p.kv_type_v))
+        return ak_fail(err, AK_ERR_ARG, "session: unknown KV cache type %d", (int)(kv_known(p.kv_type) ? p.kv_type_v : p.kv_type));
     if (p.n_ctx == 0) p.n_ctx = m->cfg.n_ctx_train < 4096 ? m->cfg.n_ctx_train : 4096;
     if (p.chunk == 0) p.chunk = 512;
     if (p.chunk > p.n_ctx || m->arch->encoder) p.chunk = p.n_ctx; /* non-causal: the whole input in one chunk */
     bool cuda = p.backend == AK_BACKEND_CUDA || (p.backend == AK_BACKEND_AUTO && ak_backend_cuda_present());
     if (p.kv_type == AK_KV_AUTO) p.kv_type = cuda ? AK_KV_F16 : AK_KV_F32;
-    ak_build_opts od = {.prefill = false, .rows = 1, .max_seq = p.n_ctx, .kv_f16 = p.kv_type == AK_KV_F16,
-                          .unfused = unfused};
+    if (p.kv_type_v == AK_KV_AUTO) p.kv_type_v = p.kv_type;
+    bool kv_blocks = p.kv_type == AK_KV_Q8_0 || p.kv_type == AK_KV_Q4_0 || p.kv_type_v == AK_KV_Q8_0 || p.kv_type_v == AK_KV_Q4_0;
+    if (kv_blocks && !m->arch->encoder && m->cfg.head_dim % 32)
+        return ak_fail(err, AK_ERR_UNSUPPORTED, "session: a Q8_0 or Q4_0 KV cache needs a head dimension that is a "
+                       "multiple of 32; this model's is %d", m->cfg.head_dim);
+    ak_build_opts od = {.prefill = false, .rows = 1, .max_seq = p.n_ctx, .kt = kv_dtype(p.kv_type),
+                        .vt = kv_dtype(p.kv_type_v), .unfused = unfused};
     ak_build_opts op = od;
     op.prefill = true;
     op.rows = p.chunk;
@@ -80,6 +94,11 @@ ak_status ak_session_create_ex(ak_model *m, const ak_session_params *pp, bool un
     s->p = p;
     ak_status st = cuda ? ak_backend_cuda_create(&s->be, err) : ak_backend_cpu_create(p.n_threads, &s->be, err);
     if (st) { free(s->ids); free(s); return st; }
+    if (!s->be->kv_blocks && !m->arch->encoder && (kv_blocks || p.kv_type != p.kv_type_v)) {
+        st = ak_fail(err, AK_ERR_UNSUPPORTED, "session: the %s backend keeps K and V as F16 or F32, both alike (asked: %s and %s)",
+                     s->be->name, ak_kv_type_name(p.kv_type), ak_kv_type_name(p.kv_type_v));
+        goto fail;
+    }
     /* ask before allocating: a context too large for memory fails here with its size,
      * never later in the OOM killer once the cache fills */
     double need_gb = kv_gb + act_gb + (s->be->weights_copied ? (double)m->weights_size / 1e9 : 0);
@@ -126,6 +145,25 @@ int ak_session_table_size(const ak_session *s) { return s->m->arch->encoder ? s-
 const char *ak_session_backend(const ak_session *s) { return s->be->name; }
 int ak_session_threads(const ak_session *s) { return s->be->n_threads; }
 ak_kv_type ak_session_kv_type(const ak_session *s) { return s->p.kv_type; }
+ak_kv_type ak_session_kv_type_v(const ak_session *s) { return s->p.kv_type_v; }
+
+const char *ak_kv_type_name(ak_kv_type t) {
+    switch (t) {
+    case AK_KV_F32: return "f32";
+    case AK_KV_F16: return "f16";
+    case AK_KV_Q8_0: return "q8_0";
+    case AK_KV_Q4_0: return "q4_0";
+    case AK_KV_AUTO: return "auto";
+    }
+    return "unknown";
+}
+
+bool ak_kv_type_from_name(const char *name, ak_kv_type *out) {
+    static const ak_kv_type all[] = {AK_KV_F32, AK_KV_F16, AK_KV_Q8_0, AK_KV_Q4_0, AK_KV_AUTO};
+    for (size_t i = 0; name && i < sizeof all / sizeof *all; i++)
+        if (!strcmp(name, ak_kv_type_name(all[i]))) { *out = all[i]; return true; }
+    return false;
+}
 bool ak_cuda_available(void) { return ak_backend_cuda_present(); }
 int ak_session_pos(const ak_session *s) { return s->pos; }
 int ak_session_n_ctx(const ak_session *s) { return s->p.n_ctx; }
@@ -259,7 +297,7 @@ int ak_session_verify_rows(const ak_session *s) {
 static ak_status verify_table(ak_session *s, ak_err *err) {
     if (s->enc_verify) return AK_OK;
     ak_build_opts o = {.prefill = true, .rows = ak_session_verify_rows(s), .max_seq = s->p.n_ctx,
-                       .kv_f16 = s->p.kv_type == AK_KV_F16, .logits_all = true, .pick_all = true,
+                       .kt = kv_dtype(s->p.kv_type), .vt = kv_dtype(s->p.kv_type_v), .logits_all = true, .pick_all = true,
                        .as_decode = s->be->rows_as_decode};
     void *bufs[AK_BUF_COUNT];
     memcpy(bufs, s->bufs, sizeof bufs);

@@ -10,7 +10,7 @@
 
 static const char *usage =
     "usage: akunu serve -m FILE [--host 127.0.0.1] [--port 8080] [-c CTX] [-t THREADS] [--backend cpu|cuda|auto]\n"
-    "                   [--kv-f16|--kv-f32] [--slots N] [--max-queue N] [--api-key KEY | --api-key-file F]\n"
+    "                   [--kv f32|f16|q8_0|q4_0] [--kv-k T] [--kv-v T] [--slots N] [--max-queue N] [--api-key KEY | --api-key-file F]\n"
     "                   [--rate-limit N (requests a minute per client)] [--timeout S] [--max-tokens N]\n"
     "                   [--max-body BYTES] [--alias NAME] [--spec ngram [--draft-max K]] [-v]\n"
     "  --spec ngram: speculative decoding by prompt lookup, K drafted tokens (10) checked in one pass\n"
@@ -42,7 +42,7 @@ static char *read_key(const char *path) {
 
 static int parse(int argc, char **argv, ak_srv_opts *o, char **key_owned) {
     *o = (ak_srv_opts){.host = "127.0.0.1", .port = 8080, .slots = 1, .max_queue = 64, .timeout_s = 600,
-                       .max_body = 8 << 20, .backend = AK_BACKEND_CPU, .kv = AK_KV_AUTO};
+                       .max_body = 8 << 20, .backend = AK_BACKEND_CPU, .kv = AK_KV_AUTO, .kv_v = AK_KV_AUTO};
     bool spec = false;
     int draft_max = 0;
     for (int i = 1; i < argc; i++) {
@@ -80,8 +80,14 @@ static int parse(int argc, char **argv, ak_srv_opts *o, char **key_owned) {
             else if (v && !strcmp(v, "auto")) o->backend = AK_BACKEND_AUTO;
             else { fprintf(stderr, "akunu serve: --backend expects cpu, cuda or auto\n"); return 2; }
         }
-        else if (!strcmp(a, "--kv-f16")) o->kv = AK_KV_F16, takes = false;
-        else if (!strcmp(a, "--kv-f32")) o->kv = AK_KV_F32, takes = false;
+        else if (!strcmp(a, "--kv-f16")) o->kv = o->kv_v = AK_KV_F16, takes = false;
+        else if (!strcmp(a, "--kv-f32")) o->kv = o->kv_v = AK_KV_F32, takes = false;
+        else if (!strcmp(a, "--kv") || !strcmp(a, "--kv-k") || !strcmp(a, "--kv-v")) {
+            ak_kv_type t;
+            if (!ak_kv_type_from_name(v, &t)) { fprintf(stderr, "akunu serve: %s expects f32, f16, q8_0, q4_0 or auto\n", a); return 2; }
+            if (strcmp(a, "--kv-v")) o->kv = t;
+            if (strcmp(a, "--kv-k")) o->kv_v = t;
+        }
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = true, takes = false;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); return 1; }
         else if (ok) { fprintf(stderr, "akunu serve: unknown option '%s'\n%s", a, usage); return 2; }

@@ -18,7 +18,7 @@ typedef struct {
     int spec_draft;           /* --spec ngram: prompt-lookup drafts of up to this many tokens (0: off) */
     size_t max_body;
     ak_backend_kind backend;
-    ak_kv_type kv;
+    ak_kv_type kv, kv_v;   /* K and V cache types (AUTO: the session default; V: as K) */
     bool verbose;
 } ak_srv_opts;
 

@@ -261,6 +261,7 @@ ak_status ak_srv_start_slots(ak_srv *s, ak_err *err) {
     p.n_ctx = s->o.ctx;
     p.n_threads = s->o.threads;
     p.kv_type = s->o.kv;
+    p.kv_type_v = s->o.kv_v;
     p.backend = s->o.backend;
     for (int i = 0; i < s->o.slots; i++) {
         ak_slot *sl = &s->slots[i];

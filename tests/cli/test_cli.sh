@@ -17,6 +17,11 @@ check "run -v prints the table size" 'grep -Eq "^dispatch table: [0-9]+ commands
 check "run -v on the CPU: an F32 KV cache by default" 'grep -q "backend cpu, KV cache f32$" "$tmp/v"'
 "$bin" run -v --kv-f16 -m "$fx/qwen3/qwen3-f32.gguf" --prompt-ids 1,2 -n 1 2>"$tmp/v" >/dev/null
 check "run -v --kv-f16: an F16 KV cache" 'grep -q "backend cpu, KV cache f16$" "$tmp/v"'
+out=$("$bin" run -v --kv q8_0 --kv-v q4_0 -m "$fx/qwen3/qwen3-f32.gguf" --prompt-ids "$ids" -n 8 --greedy --print-ids 2>"$tmp/v")
+check "run -v --kv q8_0 --kv-v q4_0: K and V caches of those types" 'grep -q "backend cpu, KV cache q8_0/q4_0$" "$tmp/v"'
+check "run --kv q8_0 --kv-v q4_0 generates 8 ids ($out)" '[[ "$out" =~ ^[0-9]+(,[0-9]+){7}$ ]]'
+"$bin" run --kv q5 -m "$fx/qwen3/qwen3-f32.gguf" --prompt-ids 1,2 -n 1 >/dev/null 2>"$tmp/e"; rc=$?
+check "run --kv q5: refused (exit 2) with the types it takes" '[ $rc -eq 2 ] && grep -q "q8_0, q4_0" "$tmp/e"'
 
 "$bin" logits -m "$fx/gemma2/gemma2-f32.gguf" --prompt-ids "$ids" -o "$tmp/a.f32"
 check "logits writes 24x512 floats" '[ $(stat -c %s "$tmp/a.f32") -eq $((24*512*4)) ]'

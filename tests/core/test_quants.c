@@ -81,19 +81,22 @@ static void dequant_record(cursor *c, uint32_t ggml_type, uint32_t n, uint32_t n
     free(out);
 }
 
+/* The quantizers of the KV cache's block types, Q8_0 (ggml type 8) and Q4_0 (2). */
 static void quantize_record(cursor *c, uint32_t ggml_type, uint32_t n, uint32_t nbytes) {
     const void *x = take(c, (uint64_t)n * 4);
     const uint8_t *ref = take(c, nbytes);
-    CHECK(!c->bad && ggml_type == 8 && nbytes == n / 32 * 34, "quantize record: type %u", ggml_type);
-    if (c->bad || ggml_type != 8 || nbytes != n / 32 * 34) return;
+    uint32_t bb = ggml_type == 8 ? 34 : 18;
+    bool ok = !c->bad && (ggml_type == 8 || ggml_type == 2) && nbytes == n / 32 * bb;
+    CHECK(ok, "quantize record: type %u", ggml_type);
+    if (!ok) return;
     float *in = malloc((size_t)n * 4);
     uint8_t *out = malloc(nbytes);
     memcpy(in, x, (size_t)n * 4);
-    ak_quantize_q8_0(in, out, n);
+    (ggml_type == 8 ? ak_quantize_q8_0 : ak_quantize_q4_0)(in, out, n);
     uint32_t i = 0;
     while (i < nbytes && out[i] == ref[i]) i++;
-    CHECK(i == nbytes, "Q8_0 quantize: %u values, first byte difference at %u: %u, gguf %u", n, i,
-          i < nbytes ? out[i] : 0, i < nbytes ? ref[i] : 0);
+    CHECK(i == nbytes, "%s quantize: %u values, first byte difference at %u: %u, gguf %u", ggml_type == 8 ? "Q8_0" : "Q4_0",
+          n, i, i < nbytes ? out[i] : 0, i < nbytes ? ref[i] : 0);
     free(in);
     free(out);
 }

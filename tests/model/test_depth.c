@@ -18,9 +18,13 @@
 /* Relative L2 against Hugging Face over the last 8 positions. F32 cache: test_fixtures'
  * bound for the f32 files (measured 5e-7..2e-6 here). F16 cache: the fixtures README's
  * 1e-3 for llama.cpp's f16 cache on the f32 files (measured 2e-5..4.5e-4, Gemma 3 the
- * most); the 5e-3 of the f16 files would let a decode that skips one key of 4200 pass. */
+ * most); the 5e-3 of the f16 files would let a decode that skips one key of 4200 pass.
+ * Q8_0 and Q4_0 caches (CPU; the CUDA backend refuses them): about 1.5x the worst
+ * measured, 0.0105 and 0.177 (Gemma 3); these random-weight models amplify any rounding
+ * (test_quant_models: 4-bit weights land at 0.2-0.4). Their kernels are held to the
+ * dequantized values' reference by test_kernels. */
 static const struct { ak_kv_type kv; const char *name; double tol; } kv_types[] = {
-    {AK_KV_F32, "f32", 1e-4}, {AK_KV_F16, "f16", 1e-3}};
+    {AK_KV_F32, "f32", 1e-4}, {AK_KV_F16, "f16", 1e-3}, {AK_KV_Q8_0, "q8_0", 0.016}, {AK_KV_Q4_0, "q4_0", 0.27}};
 
 static double now(void) {
     struct timespec t;
@@ -45,12 +49,17 @@ static void one(ak_model *m, ak_backend_kind backend, const char *name, int k, c
     p.logits_all = true;
     ak_session *s;
     ak_err err = {{0}};
-    if (ak_session_create(m, &p, &s, &err)) { CHECK(0, "%s session: %s", name, err.msg); return; }
+    ak_status st = ak_session_create(m, &p, &s, &err);
+    if (st == AK_ERR_UNSUPPORTED && backend == AK_BACKEND_CUDA && (p.kv_type == AK_KV_Q8_0 || p.kv_type == AK_KV_Q4_0)) {
+        printf("%-8s kv=%s refused on CUDA: %s\n", name, kv_types[k].name, err.msg);
+        return;
+    }
+    if (st) { CHECK(0, "%s session: %s", name, err.msg); return; }
     CHECK(ak_session_n_ctx(s) == n, "%s: context %d, not %d", name, ak_session_n_ctx(s), n);
     float *lg = malloc((size_t)n * V * sizeof(float));
     int32_t next;
     double t0 = now();
-    ak_status st = ak_prefill(s, ids, n, &next, lg, &err);
+    st = ak_prefill(s, ids, n, &next, lg, &err);
     CHECK(st == AK_OK, "%s prefill: %s", name, err.msg);
     if (!st) report(name, kv_types[k].name, "prefill", lg + (size_t)(n - N_LAST) * V, ref, N_LAST * V, kv_types[k].tol);
     double t1 = now();

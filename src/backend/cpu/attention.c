@@ -10,11 +10,12 @@
 #include <immintrin.h>
 #endif
 
-/* Row idx of a cache as floats: direct for F32, converted into tmp for F16 (on vectors
- * where the level has them: exact either way). */
-static const float *cache_row(const void *cache, int kv_f16, size_t idx, int hd, float *tmp) {
-    if (!kv_f16) return (const float *)cache + idx * (size_t)hd;
-    ak_cpu_dequant_row(AK_F16, (const uint16_t *)cache + idx * (size_t)hd, tmp, hd);
+/* Rows [idx, idx + n) of a cache of type t (ak_dtype) as floats: direct for F32, else
+ * converted (F16) or dequantized (Q8_0, Q4_0) into tmp, on vectors where the level has
+ * them (the same floats either way). */
+static const float *cache_rows(const void *cache, int t, size_t idx, int n, int hd, float *tmp) {
+    if (t == AK_F32) return (const float *)cache + idx * (size_t)hd;
+    ak_cpu_dequant_row((ak_dtype)t, (const uint8_t *)cache + idx * ak_dtype_row_bytes((ak_dtype)t, hd), tmp, (int64_t)n * hd);
     return tmp;
 }
 
@@ -33,8 +34,8 @@ static void key_range(const ak_p_attn *p, int q, int *lo, int *hi) {
 
 size_t ak_cpu_attn_scratch(const ak_p_attn *p, int prefill) {
     size_t hd = (size_t)p->head_dim;
-    if (!prefill) return (size_t)(p->n_heads / p->n_kv_heads) * AK_ATTN_DC + 16 * hd;   /* decode_chunk */
-    /* + a key block of K and V rows widened from an F16 cache (attn_prefill_512) */
+    if (!prefill) return (size_t)(p->n_heads / p->n_kv_heads) * AK_ATTN_DC + 32 * hd;   /* decode_chunk */
+    /* + a key block of K and V rows widened from an F16, Q8_0 or Q4_0 cache (attn_prefill_512) */
     return AK_ATTN_QB * (AK_ATTN_KB + 2 * hd + 2) + 2 * hd + 2 * AK_ATTN_KB * hd;
 }
 
@@ -205,12 +206,6 @@ A512 static void pv512(int rr, int c, const float *pt, const float *v, int hd, i
     switch (rr) { PV_R(1) PV_R(2) PV_R(3) PV_R(4) default: break; }
 }
 
-/* hd floats of row idx of an F16 cache into dst. */
-A512 static void widen_row512(const uint16_t *s, int hd, float *dst) {
-    for (int d = 0; d < hd; d += 16)
-        _mm512_storeu_ps(dst + d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(s + d))));
-}
-
 A512 static void attn_prefill_512(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
     const ak_p_attn *p = (const ak_p_attn *)c->p;
     int hd = p->head_dim, group = p->n_heads / p->n_kv_heads;
@@ -219,7 +214,7 @@ A512 static void attn_prefill_512(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_
     float *O = ST + QB * KB;                      /* [QB][hd] */
     float *QT = O + QB * hd;                      /* [hd][QB] */
     float *Lv = QT + QB * hd + QB;                /* the row sums, read back per query */
-    float *Kw = Lv + QB + 2 * hd, *Vw = Kw + KB * hd;   /* widened F16 key block */
+    float *Kw = Lv + QB + 2 * hd, *Vw = Kw + KB * hd;   /* a key block's K and V rows as floats (cache_rows) */
     int64_t lo_w, hi_w;
     ak_split((int64_t)p->n_heads * nqb, ith, nth, &lo_w, &hi_w);
     const __m512 ninf = _mm512_set1_ps(-INFINITY), scale = _mm512_set1_ps(p->scale);
@@ -245,17 +240,8 @@ A512 static void attn_prefill_512(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_
          * with the block's first row) */
         for (int kb = klo / KB * KB; kb < khi; kb += KB) {
             int nk = khi - kb < KB ? khi - kb : KB;
-            const float *K, *V;
-            if (p->kv_f16) {
-                for (int j = 0; j < nk; j++) {
-                    widen_row512((const uint16_t *)c->b[1] + (base + kb + j) * hd, hd, Kw + j * hd);
-                    widen_row512((const uint16_t *)c->b[2] + (base + kb + j) * hd, hd, Vw + j * hd);
-                }
-                K = Kw; V = Vw;
-            } else {
-                K = (const float *)c->b[1] + (base + kb) * hd;
-                V = (const float *)c->b[2] + (base + kb) * hd;
-            }
+            const float *K = cache_rows(c->b[1], p->kt, base + kb, nk, hd, Kw);
+            const float *V = cache_rows(c->b[2], p->vt, base + kb, nk, hd, Vw);
             /* ST = scale * Q K^T (softcapped), masked per query; mx its max per query */
             __m512 mx = ninf;
             for (int j = 0; j < nk;) {
@@ -344,7 +330,7 @@ void ak_cpu_attn_prefill(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls)
             /* S = Q K^T for the tile, masked per query */
             for (int j = 0; j < nk; j++) {
                 float sc[AK_ATTN_QB];
-                scores(QT, cache_row(c->b[1], p->kv_f16, base + kb + j, hd, tmp), hd, sc);
+                scores(QT, cache_rows(c->b[1], p->kt, base + kb + j, 1, hd, tmp), hd, sc);
                 int key = kb + j;
                 for (int r = 0; r < nqr; r++)
                     S[r * AK_ATTN_KB + j] = key >= lo[r] && key < hi[r] ? score(sc[r], p) : -INFINITY;
@@ -361,7 +347,7 @@ void ak_cpu_attn_prefill(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls)
                 M[r] = mx;
             }
             for (int j = 0; j < nk; j++) {
-                const float *vr = cache_row(c->b[2], p->kv_f16, base + kb + j, hd, tmp);
+                const float *vr = cache_rows(c->b[2], p->vt, base + kb + j, 1, hd, tmp);
                 for (int r = 0; r < nqr; r++) {
                     float e = S[r * AK_ATTN_KB + j];
                     if (M[r] == -INFINITY || e == 0) continue;
@@ -617,18 +603,20 @@ static dec_ops decode_ops(int hd) {
 /* One unit: keys [a, b) of KV head kvh for row r's G query heads, into part. */
 static void decode_chunk(const ak_cpu_cmd *c, const ak_p_attn *p, const dec_ops *ops, int r, int kvh, int a, int b,
                          float *part, float *scratch) {
-    const int hd = p->head_dim, G = p->n_heads / p->n_kv_heads, nk = b - a, f16 = p->kv_f16;
-    const size_t es = f16 ? 2 : 4, row0 = (size_t)kvh * p->max_seq + a;
+    const int hd = p->head_dim, G = p->n_heads / p->n_kv_heads, nk = b - a;
+    const ak_dtype kt = (ak_dtype)p->kt, vt = (ak_dtype)p->vt;
+    const size_t rk = ak_dtype_row_bytes(kt, hd), rv = ak_dtype_row_bytes(vt, hd), row0 = (size_t)kvh * p->max_seq + a;
     const float *q = (const float *)c->b[0] + (size_t)r * p->ld_q + (size_t)kvh * G * hd;
-    const uint8_t *K = (const uint8_t *)c->b[1] + row0 * hd * es, *V = (const uint8_t *)c->b[2] + row0 * hd * es;
-    float *S = scratch, *Kt = S + (size_t)G * DC;   /* scores [G][DC], a key tile [16][hd] */
+    const uint8_t *K = (const uint8_t *)c->b[1] + row0 * rk, *V = (const uint8_t *)c->b[2] + row0 * rv;
+    float *S = scratch, *Kt = S + (size_t)G * DC, *Vt = Kt + 16 * (size_t)hd;   /* scores [G][DC], key and value tiles [16][hd] */
     float *o = part, *m = part + (size_t)G * hd, *l = m + G;
     for (int j = 0; j < nk; j += 16) {
-        int w = nk - j < 16 ? nk - j : 16, kf16 = f16;
-        const void *kb = K + (size_t)j * hd * es;
-        if (w < 16 || (f16 && G > 4)) {   /* the last keys (zero-padded), or keys read by many heads, widened once */
-            if (f16) ak_cpu_dequant_row(AK_F16, kb, Kt, (int64_t)w * hd);
-            else memcpy(Kt, kb, (size_t)w * hd * sizeof(float));
+        int w = nk - j < 16 ? nk - j : 16, kf16 = kt == AK_F16;
+        const void *kb = K + (size_t)j * rk;
+        /* the last keys (zero-padded), keys read by many heads, or Q8_0 / Q4_0 keys, widened once */
+        if (w < 16 || (kf16 && G > 4) || (kt != AK_F32 && !kf16)) {
+            if (kt == AK_F32) memcpy(Kt, kb, (size_t)w * hd * sizeof(float));
+            else ak_cpu_dequant_row(kt, kb, Kt, (int64_t)w * hd);
             if (w < 16) memset(Kt + (size_t)w * hd, 0, (size_t)(16 - w) * hd * sizeof(float));
             kb = Kt;
             kf16 = 0;
@@ -642,7 +630,15 @@ static void decode_chunk(const ak_cpu_cmd *c, const ak_p_attn *p, const dec_ops 
         l[g] = exp_sub_row(s, nk, mx);
     }
     memset(o, 0, (size_t)G * hd * sizeof(float));
-    for (int j = 0; j < nk; j += 16) ops->pv16(S + j, G, V + (size_t)j * hd * es, f16, hd, nk - j < 16 ? nk - j : 16, o);
+    for (int j = 0; j < nk; j += 16) {
+        int w = nk - j < 16 ? nk - j : 16, vf16 = vt == AK_F16;
+        const void *vb = V + (size_t)j * rv;
+        if (vt != AK_F32 && !vf16) {   /* Q8_0 / Q4_0 values, dequantized a tile at a time */
+            ak_cpu_dequant_row(vt, vb, Vt, (int64_t)w * hd);
+            vb = Vt;
+        }
+        ops->pv16(S + j, G, vb, vf16, hd, w, o);
+    }
 }
 
 /* out = sum_k e^(m_k - M) o_k / sum_k e^(m_k - M) l_k for the G heads of KV head kvh in

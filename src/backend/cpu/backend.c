@@ -314,6 +314,7 @@ ak_status ak_backend_cpu_create(int n_threads, ak_backend **out, ak_err *err) {
     ak_backend *b = &cb->base;
     b->name = "cpu";
     b->rows_as_decode = true;
+    b->kv_blocks = true;
     b->n_threads = n_threads;
     b->buf_import = cpu_import;
     b->buf_alloc = cpu_alloc;

@@ -1,7 +1,10 @@
 /* Fused [bias +] [per-head RMSNorm +] RoPE + KV-cache write, for one or many tokens.
  * Angles are pos * inv_freq in float32 and cos/sin of that, as the float32 reference
- * computes them; interleaved pairs (2i, 2i+1) or NeoX pairs (i, i + n_rot/2). */
+ * computes them; interleaved pairs (2i, 2i+1) or NeoX pairs (i, i + n_rot/2). A cache
+ * row is written in its type: as is, rounded to F16, or quantized to Q8_0 / Q4_0 blocks
+ * (ggml's quantizers, core/quants.h). */
 #include "backend/cpu/cpu.h"
+#include "core/quants.h"
 #include <math.h>
 #include <string.h>
 
@@ -24,12 +27,15 @@ static void head_norm(float *x, const float *w, int hd, float eps) {
     for (int i = 0; i < hd; i++) x[i] = x[i] * r * w[i];
 }
 
-static void store_row(void *cache, int kv_f16, size_t idx, const float *x, int hd) {
-    if (kv_f16) {
-        uint16_t *d = (uint16_t *)cache + idx * (size_t)hd;
-        for (int i = 0; i < hd; i++) d[i] = ak_f32_to_f16(x[i]);
-    } else {
-        memcpy((float *)cache + idx * (size_t)hd, x, (size_t)hd * sizeof(float));
+static void store_row(void *cache, int t, size_t idx, const float *x, int hd) {
+    uint8_t *d = (uint8_t *)cache + idx * ak_dtype_row_bytes((ak_dtype)t, hd);
+    switch (t) {
+    case AK_F16:
+        for (int i = 0; i < hd; i++) ((uint16_t *)d)[i] = ak_f32_to_f16(x[i]);
+        break;
+    case AK_Q8_0: ak_quantize_q8_0(x, d, hd); break;
+    case AK_Q4_0: ak_quantize_q4_0(x, d, hd); break;
+    default: memcpy(d, x, (size_t)hd * sizeof(float)); break;
     }
 }
 
@@ -53,9 +59,9 @@ void ak_cpu_rope_kv(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
         if (is_q) continue;
         int kh = h - nh;
         size_t idx = (size_t)kh * p->max_seq + (size_t)pos;
-        store_row(c->b[4], p->kv_f16, idx, x, hd);
+        store_row(c->b[4], p->kt, idx, x, hd);
         float *v = row + nq + nk + kh * hd;
         if (p->flags & AK_ROPE_F_BIAS) for (int k = 0; k < hd; k++) v[k] += bias[nq + nk + kh * hd + k];
-        store_row(c->b[5], p->kv_f16, idx, v, hd);
+        store_row(c->b[5], p->vt, idx, v, hd);
     }
 }

@@ -463,7 +463,7 @@ static cudaError_t attn_decode_launch(const ak_cuda_cmd *c, cudaStream_t st) {
     const ak_p_attn *p = (const ak_p_attn *)c->a.p;
     const int group = p->n_heads / p->n_kv_heads, passes = (group + MG - 1) / MG;
     dim3 grid(p->n_kv_heads * passes, c->aux[1]), blk(AK_DEC_WARPS * 32);
-    if (p->kv_f16) return ak_launch(k_attn_decode<DPL, MG, true>, grid, blk, dec_smem<DPL, MG, true>(), st, c->a);
+    if (p->kt == AK_F16) return ak_launch(k_attn_decode<DPL, MG, true>, grid, blk, dec_smem<DPL, MG, true>(), st, c->a);
     return ak_launch(k_attn_decode<DPL, MG, false>, grid, blk, dec_smem<DPL, MG, false>(), st, c->a);
 }
 
@@ -528,8 +528,8 @@ __global__ void __launch_bounds__(AK_PF_THREADS) k_attn_prefill(ak_cuda_args a) 
         for (int e = threadIdx.x; e < KB * hd; e += blockDim.x) {
             int j = e / hd, d = e % hd;
             size_t idx = (base + kb + j) * hd + d;
-            K[j * (hd + 1) + d] = j < nk ? kv_at(a.b[1], p.kv_f16, idx) : 0.f;
-            V[e] = j < nk ? kv_at(a.b[2], p.kv_f16, idx) : 0.f;
+            K[j * (hd + 1) + d] = j < nk ? kv_at(a.b[1], p.kt == AK_F16, idx) : 0.f;
+            V[e] = j < nk ? kv_at(a.b[2], p.vt == AK_F16, idx) : 0.f;
         }
         __syncthreads();
         for (int e = threadIdx.x; e < QB * KB; e += blockDim.x) {
@@ -942,7 +942,7 @@ __global__ void __launch_bounds__(AK_DTC_WARPS * 32) k_attn_decode_tc(ak_cuda_ar
 
 /* Decode heads per block: AK_DTC_MG on tensor cores (an F16 cache, heads of 64 or 128),
  * else the scalar kernel's dec_mg. */
-static bool dec_tc(const ak_p_attn *p) { return p->kv_f16 && (p->head_dim == 64 || p->head_dim == 128); }
+static bool dec_tc(const ak_p_attn *p) { return p->kt == AK_F16 && (p->head_dim == 64 || p->head_dim == 128); }
 
 /* Decode splits of the cache (the grid's y): enough blocks for two per SM at any depth, so
  * that a deep cache streams from every SM (with 16 splits and 8 KV heads, one block an SM,
@@ -976,7 +976,7 @@ extern "C" int ak_cuda_attn_decode(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
 
 extern "C" int ak_cuda_attn_prefill(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
     const ak_p_attn *p = (const ak_p_attn *)c->a.p;
-    if (p->kv_f16 && (p->head_dim == 64 || p->head_dim == 128)) {
+    if (p->kt == AK_F16 && (p->head_dim == 64 || p->head_dim == 128)) {
         dim3 grid(p->n_heads, ak_cdiv(c->rows, AK_TC_Q));
         if (p->head_dim == 64) return (int)ak_launch(k_attn_prefill_tc<64>, grid, dim3(128), tc_smem<64>(), x->stream, c->a);
         return (int)ak_launch(k_attn_prefill_tc<128>, grid, dim3(128), tc_smem<128>(), x->stream, c->a);

@@ -300,7 +300,7 @@ static bool rope_foldable(const cuda_table *t, const ak_table *tab, int i) {
     const ak_p_rope_kv *r = (const ak_p_rope_kv *)c->a.p;
     const ak_p_attn *at = (const ak_p_attn *)n->a.p;
     if (n->kernel != AK_K_ATTN_DECODE || r->n != 1 || at->n != 1 || n->a.b[0] != c->a.b[0] || at->ld_q != r->ld ||
-        n->a.b[1] != c->a.b[4] || n->a.b[2] != c->a.b[5] || at->kv_f16 != r->kv_f16 || at->max_seq != r->max_seq ||
+        n->a.b[1] != c->a.b[4] || n->a.b[2] != c->a.b[5] || at->kt != r->kt || at->vt != r->vt || at->max_seq != r->max_seq ||
         at->head_dim != r->head_dim || at->n_heads != r->n_heads || at->n_kv_heads != r->n_kv_heads ||
         r->n_rot % 2 || r->n_rot > r->head_dim)
         return false;

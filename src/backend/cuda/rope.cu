@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(AK_ROPE_WARPS * 32) k_rope_kv(ak_cuda_args a) 
     for (int k = lane; k < hd; k += 32) {
         float vv = has_bias ? v[k] + bias[nq + nk + kh * hd + k] : v[k];
         if (has_bias) v[k] = vv;
-        if (p.kv_f16) {
+        if (p.kt == AK_F16) {   /* K and V alike on this backend (backend.h: kv_blocks) */
             ((__half *)a.b[4])[idx + k] = __float2half_rn(sx[k]);
             ((__half *)a.b[5])[idx + k] = __float2half_rn(vv);
         } else {

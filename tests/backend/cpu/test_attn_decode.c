@@ -77,8 +77,8 @@ static ak_cpu_cmd make_cmd(const ak_p_attn *p, const inputs *in, float *out) {
     ak_cpu_cmd c = {0};
     memcpy(c.p, p, sizeof *p);
     c.b[0] = in->q;
-    c.b[1] = p->kv_f16 ? (void *)in->kh : (void *)in->kf;
-    c.b[2] = p->kv_f16 ? (void *)in->vh : (void *)in->vf;
+    c.b[1] = p->kt == AK_F16 ? (void *)in->kh : (void *)in->kf;
+    c.b[2] = p->kt == AK_F16 ? (void *)in->vh : (void *)in->vf;
     c.b[3] = out;
     size_t counts, bytes;
     ak_cpu_shared_need(AK_K_ATTN_DECODE, p, &counts, &bytes);
@@ -129,7 +129,7 @@ static void test_case(const tcase *t, int level) {
     inputs in;
     make_inputs(&in, t->nh, t->nkv, t->hd, max_seq, 1, t->f16);
     ak_p_attn p = {.n = 1, .pos = t->kv_len - 1, .kv_len = t->kv_len, .n_heads = t->nh, .n_kv_heads = t->nkv,
-                   .head_dim = t->hd, .ld_q = ld_q, .max_seq = max_seq, .kv_f16 = t->f16, .window = t->window,
+                   .head_dim = t->hd, .ld_q = ld_q, .max_seq = max_seq, .kt = t->f16 ? AK_F16 : AK_F32, .vt = t->f16 ? AK_F16 : AK_F32, .window = t->window,
                    .causal = 1, .scale = 1 / sqrtf((float)t->hd), .softcap = t->softcap};
     size_t no = (size_t)t->nh * t->hd;
     double *ref = malloc(no * sizeof(double));
@@ -165,7 +165,7 @@ static void test_rows(int nh, int nkv, int hd, int pos, int n, int window, int f
     free(in.q);
     in.q = q;
     ak_p_attn p = {.n = n, .pos = pos, .kv_len = pos + n, .n_heads = nh, .n_kv_heads = nkv, .head_dim = hd, .ld_q = ld_q,
-                   .max_seq = max_seq, .kv_f16 = f16, .window = window, .causal = 1, .scale = 1 / sqrtf((float)hd), .softcap = 0};
+                   .max_seq = max_seq, .kt = f16 ? AK_F16 : AK_F32, .vt = f16 ? AK_F16 : AK_F32, .window = window, .causal = 1, .scale = 1 / sqrtf((float)hd), .softcap = 0};
     size_t no = (size_t)nh * hd;
     float *all = calloc((size_t)n * no, sizeof(float)), *one = calloc(no, sizeof(float));
     ak_cpu_cmd c = make_cmd(&p, &in, all);

@@ -6,6 +6,7 @@
 #include "backend/cpu/cpu.h"
 #include "model/arch.h"
 #include "core/sample.h"
+#include "core/quants.h"
 #include "test_util.h"
 #include <math.h>
 #include <stdlib.h>
@@ -275,6 +276,25 @@ static void attn_ref(const ak_p_attn *p, const float *q, const float *kc, const 
     free(s);
 }
 
+/* A cache row of type t (F32, F16, Q8_0, Q4_0) from hd floats, by the reference quantizers. */
+static void cache_row_ref(ak_dtype t, const float *x, int hd, uint8_t *d) {
+    if (t == AK_F32) memcpy(d, x, (size_t)hd * 4);
+    else if (t == AK_F16) for (int k = 0; k < hd; k++) ((uint16_t *)d)[k] = ak_f32_to_f16(x[k]);
+    else (t == AK_Q8_0 ? ak_quantize_q8_0 : ak_quantize_q4_0)(x, d, hd);
+}
+
+/* A cache of type t (rows of hd) from the floats f: its bytes, and the floats it holds
+ * (the reference reads those) written over f. */
+static void *make_cache(ak_dtype t, float *f, size_t n, int hd) {
+    size_t rb = ak_dtype_row_bytes(t, hd), rows = n / (size_t)hd;
+    uint8_t *c = malloc(rows * rb);
+    for (size_t r = 0; r < rows; r++) {
+        cache_row_ref(t, f + r * hd, hd, c + r * rb);
+        ak_dtype_info[t].dequant(c + r * rb, f + r * hd, hd);
+    }
+    return c;
+}
+
 static void test_attention(void) {
     struct { int nh, nkv, hd, n, pos, window, causal; float softcap; int f16; } cs[] = {
         {4, 4, 32, 1, 0, 0, 1, 0, 0},   {4, 2, 32, 24, 0, 0, 1, 0, 0},  {8, 1, 64, 37, 5, 0, 1, 0, 0},
@@ -282,58 +302,97 @@ static void test_attention(void) {
         {2, 1, 128, 70, 3, 16, 1, 30, 1}, {3, 3, 6, 1, 200, 0, 1, 0, 0}, {12, 4, 32, 1, 150, 0, 1, 0, 1},
         {4, 2, 32, 40, 200, 100, 1, 0, 0}, {2, 1, 64, 30, 150, 90, 1, 0, 1},   /* windows wider than a key tile */
     };
-    for (size_t ci = 0; ci < sizeof cs / sizeof *cs; ci++) {
-        int max_seq = 300, hd = cs[ci].hd, nh = cs[ci].nh, nkv = cs[ci].nkv, n = cs[ci].n;
-        int ld_q = nh * hd + 2 * nkv * hd;
-        ak_p_attn p = {.n = n, .pos = cs[ci].pos, .kv_len = cs[ci].pos + n, .n_heads = nh, .n_kv_heads = nkv, .head_dim = hd,
-                       .ld_q = ld_q, .max_seq = max_seq, .kv_f16 = cs[ci].f16, .window = cs[ci].window,
-                       .causal = cs[ci].causal, .scale = 1 / sqrtf((float)hd), .softcap = cs[ci].softcap};
-        size_t cn = (size_t)nkv * max_seq * hd;
-        float *q = rnd((size_t)n * ld_q, 2), *kf = rnd(cn, 2), *vf = rnd(cn, 1);
-        uint16_t *kh = malloc(cn * 2), *vh = malloc(cn * 2);
-        for (size_t i = 0; i < cn; i++) {
-            kh[i] = ak_f32_to_f16(kf[i]); vh[i] = ak_f32_to_f16(vf[i]);
-            if (cs[ci].f16) { kf[i] = ak_f16_to_f32(kh[i]); vf[i] = ak_f16_to_f32(vh[i]); }
-        }
-        double *ref = malloc((size_t)n * nh * hd * sizeof(double));
-        for (int i = 0; i < n; i++)
-            for (int h = 0; h < nh; h++) attn_ref(&p, q, kf, vf, i, h, ref + ((size_t)i * nh + h) * hd);
-        for (int kind = 0; kind < 2; kind++) {
-            if (kind == 0 && n != 1) continue;
-            for (size_t t = 0; t < 4; t++) {
-                float *out = calloc((size_t)n * nh * hd, sizeof(float));
-                ak_cpu_cmd c = {0};
-                memcpy(c.p, &p, sizeof p);
-                c.b[0] = q; c.b[1] = cs[ci].f16 ? (void *)kh : (void *)kf; c.b[2] = cs[ci].f16 ? (void *)vh : (void *)vf; c.b[3] = out;
-                size_t counts, bytes;
-                ak_cpu_shared_need(kind ? AK_K_ATTN_PREFILL : AK_K_ATTN_DECODE, &p, &counts, &bytes);
-                c.sh.count = calloc(counts + 1, sizeof *c.sh.count);
-                c.sh.data = malloc(bytes + 1);
-                run(kind ? ak_cpu_attn_prefill : ak_cpu_attn_decode, &c, thread_counts[t], ak_cpu_scratch_need(kind ? AK_K_ATTN_PREFILL : AK_K_ATTN_DECODE, &p));
-                free(c.sh.count);
-                free(c.sh.data);
-                double e = max_rel(out, ref, (size_t)n * nh * hd);
-                CHECK(e < 2e-6, "%s case %zu nth=%d: rel err %g", kind ? "prefill" : "decode", ci, thread_counts[t], e);
-                /* a prefill row rounds the same when the rows before it in the call were
-                 * prefilled earlier (a cached prefix): rows [a, n) alone, bit for bit */
-                for (int a = 1; kind && a < n; a += 1 + n / 3) {
-                    ak_p_attn pa = p;
-                    pa.n = n - a;
-                    pa.pos = p.pos + a;
-                    float *oa = calloc((size_t)(n - a) * nh * hd, sizeof(float));
-                    ak_cpu_cmd ca = c;
-                    memcpy(ca.p, &pa, sizeof pa);
-                    ca.b[0] = q + (size_t)a * ld_q;
-                    ca.b[3] = oa;
-                    run(ak_cpu_attn_prefill, &ca, thread_counts[t], ak_cpu_scratch_need(AK_K_ATTN_PREFILL, &pa));
-                    CHECK(!memcmp(oa, out + (size_t)a * nh * hd, (size_t)(n - a) * nh * hd * sizeof(float)),
-                          "prefill case %zu nth=%d: rows from %d alone round otherwise", ci, thread_counts[t], a);
-                    free(oa);
+    /* K and V cache types: the case's float type, then (head dims of whole blocks) Q8_0
+     * for both, and Q4_0 keys with F16 values */
+    static const ak_dtype kvt[3][2] = {{AK_F32, AK_F32}, {AK_Q8_0, AK_Q8_0}, {AK_Q4_0, AK_F16}};
+    for (size_t ci = 0; ci < sizeof cs / sizeof *cs; ci++)
+        for (int ty = 0; ty < 3; ty++) {
+            if (ty && cs[ci].hd % 32) continue;
+            ak_dtype kt = ty ? kvt[ty][0] : cs[ci].f16 ? AK_F16 : AK_F32, vt = ty ? kvt[ty][1] : kt;
+            int max_seq = 300, hd = cs[ci].hd, nh = cs[ci].nh, nkv = cs[ci].nkv, n = cs[ci].n;
+            int ld_q = nh * hd + 2 * nkv * hd;
+            ak_p_attn p = {.n = n, .pos = cs[ci].pos, .kv_len = cs[ci].pos + n, .n_heads = nh, .n_kv_heads = nkv, .head_dim = hd,
+                           .ld_q = ld_q, .max_seq = max_seq, .kt = kt, .vt = vt, .window = cs[ci].window,
+                           .causal = cs[ci].causal, .scale = 1 / sqrtf((float)hd), .softcap = cs[ci].softcap};
+            size_t cn = (size_t)nkv * max_seq * hd;
+            float *q = rnd((size_t)n * ld_q, 2), *kf = rnd(cn, 2), *vf = rnd(cn, 1);
+            void *kc = make_cache(kt, kf, cn, hd), *vc = make_cache(vt, vf, cn, hd);
+            double *ref = malloc((size_t)n * nh * hd * sizeof(double));
+            for (int i = 0; i < n; i++)
+                for (int h = 0; h < nh; h++) attn_ref(&p, q, kf, vf, i, h, ref + ((size_t)i * nh + h) * hd);
+            for (int kind = 0; kind < 2; kind++) {
+                if (kind == 0 && n != 1) continue;
+                for (size_t t = 0; t < 4; t++) {
+                    float *out = calloc((size_t)n * nh * hd, sizeof(float));
+                    ak_cpu_cmd c = {0};
+                    memcpy(c.p, &p, sizeof p);
+                    c.b[0] = q; c.b[1] = kc; c.b[2] = vc; c.b[3] = out;
+                    size_t counts, bytes;
+                    ak_cpu_shared_need(kind ? AK_K_ATTN_PREFILL : AK_K_ATTN_DECODE, &p, &counts, &bytes);
+                    c.sh.count = calloc(counts + 1, sizeof *c.sh.count);
+                    c.sh.data = malloc(bytes + 1);
+                    run(kind ? ak_cpu_attn_prefill : ak_cpu_attn_decode, &c, thread_counts[t], ak_cpu_scratch_need(kind ? AK_K_ATTN_PREFILL : AK_K_ATTN_DECODE, &p));
+                    free(c.sh.count);
+                    free(c.sh.data);
+                    double e = max_rel(out, ref, (size_t)n * nh * hd);
+                    CHECK(e < 2e-6, "%s case %zu K %s V %s nth=%d: rel err %g", kind ? "prefill" : "decode", ci,
+                          ak_dtype_info[kt].name, ak_dtype_info[vt].name, thread_counts[t], e);
+                    /* a prefill row rounds the same when the rows before it in the call were
+                     * prefilled earlier (a cached prefix): rows [a, n) alone, bit for bit */
+                    for (int a = 1; kind && a < n; a += 1 + n / 3) {
+                        ak_p_attn pa = p;
+                        pa.n = n - a;
+                        pa.pos = p.pos + a;
+                        float *oa = calloc((size_t)(n - a) * nh * hd, sizeof(float));
+                        ak_cpu_cmd ca = c;
+                        memcpy(ca.p, &pa, sizeof pa);
+                        ca.b[0] = q + (size_t)a * ld_q;
+                        ca.b[3] = oa;
+                        run(ak_cpu_attn_prefill, &ca, thread_counts[t], ak_cpu_scratch_need(AK_K_ATTN_PREFILL, &pa));
+                        CHECK(!memcmp(oa, out + (size_t)a * nh * hd, (size_t)(n - a) * nh * hd * sizeof(float)),
+                              "prefill case %zu K %s nth=%d: rows from %d alone round otherwise", ci, ak_dtype_info[kt].name,
+                              thread_counts[t], a);
+                        free(oa);
+                    }
+                    free(out);
                 }
-                free(out);
             }
+            free(q); free(kf); free(vf); free(kc); free(vc); free(ref);
         }
-        free(q); free(kf); free(vf); free(kh); free(vh); free(ref);
+}
+
+/* rope_kv into caches of every type, K and V of different types: each cache row holds
+ * the K (rotated) and V rows that stay in the qkv buffer, converted or quantized by the
+ * reference quantizers, byte for byte. */
+static void test_rope_kv_types(void) {
+    static const ak_dtype kvt[][2] = {{AK_Q8_0, AK_Q4_0}, {AK_Q4_0, AK_F16}, {AK_F16, AK_Q8_0}, {AK_F32, AK_Q4_0}};
+    const int nh = 4, nkv = 2, hd = 64, n = 7, pos = 11, max_seq = 40, nq = nh * hd, nk = nkv * hd, ld = nq + 2 * nk;
+    for (size_t ti = 0; ti < sizeof kvt / sizeof *kvt; ti++) {
+        ak_dtype kt = kvt[ti][0], vt = kvt[ti][1];
+        float *qkv = rnd((size_t)n * ld, 2), *inv = malloc(32 * 4);
+        for (int i = 0; i < 32; i++) inv[i] = powf(10000.f, -2.f * i / hd);
+        size_t rk = ak_dtype_row_bytes(kt, hd), rv = ak_dtype_row_bytes(vt, hd);
+        uint8_t *kc = calloc((size_t)nkv * max_seq, rk), *vc = calloc((size_t)nkv * max_seq, rv), *want = malloc(rk + rv);
+        ak_p_rope_kv p = {.n = n, .pos = pos, .n_heads = nh, .n_kv_heads = nkv, .head_dim = hd, .n_rot = hd,
+                          .style = AK_ROPE_NEOX, .ld = ld, .max_seq = max_seq, .kt = kt, .vt = vt};
+        ak_cpu_cmd c = {0};
+        memcpy(c.p, &p, sizeof p);
+        c.b[0] = qkv; c.b[3] = inv; c.b[4] = kc; c.b[5] = vc;
+        run(ak_cpu_rope_kv, &c, 3, 0);
+        int bad = 0;
+        for (int i = 0; i < n; i++)
+            for (int h = 0; h < nkv; h++) {
+                size_t row = (size_t)h * max_seq + pos + i;
+                const float *x[2] = {qkv + (size_t)i * ld + nq + h * hd, qkv + (size_t)i * ld + nq + nk + h * hd};
+                for (int kv = 0; kv < 2; kv++) {
+                    uint8_t *w = want + (kv ? rk : 0);
+                    cache_row_ref(kv ? vt : kt, x[kv], hd, w);
+                    bad += memcmp(w, (kv ? vc + row * rv : kc + row * rk), kv ? rv : rk) != 0;
+                }
+            }
+        CHECK(!bad, "rope_kv K %s V %s: %d cache rows differ from the reference quantizer's", ak_dtype_info[kt].name,
+              ak_dtype_info[vt].name, bad);
+        free(qkv); free(inv); free(kc); free(vc); free(want);
     }
 }
 
@@ -350,7 +409,7 @@ static void test_rope_kv(void) {
                 size_t cn = (size_t)nkv * max_seq * hd;
                 void *kc = calloc(cn, 4), *vc = calloc(cn, 4);
                 ak_p_rope_kv p = {.n = n, .pos = pos, .n_heads = nh, .n_kv_heads = nkv, .head_dim = hd, .n_rot = n_rot,
-                                  .style = style, .ld = ld, .max_seq = max_seq, .kv_f16 = f16, .flags = flags, .eps = 1e-6f};
+                                  .style = style, .ld = ld, .max_seq = max_seq, .kt = f16 ? AK_F16 : AK_F32, .vt = f16 ? AK_F16 : AK_F32, .flags = flags, .eps = 1e-6f};
                 ak_cpu_cmd c = {0};
                 memcpy(c.p, &p, sizeof p);
                 c.b[0] = qkv; c.b[1] = qn; c.b[2] = kn; c.b[3] = inv; c.b[4] = kc; c.b[5] = vc; c.b[6] = bias;
@@ -459,6 +518,7 @@ int main(void) {
         test_norms();
         test_attention();
         test_rope_kv();
+        test_rope_kv_types();
         test_sample();
     }
     return ak_test_done();

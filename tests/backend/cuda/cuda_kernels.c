@@ -623,7 +623,7 @@ static void one_attn(int prefill, int n, int pos, int nh, int nkv, int hd, int m
     w_set(&w, AK_BUF_ATT, (size_t)n * nh * hd * 4);
     ak_table tb = {0};
     ak_p_attn p = {.n = n, .n_heads = nh, .n_kv_heads = nkv, .head_dim = hd, .ld_q = ld_q, .max_seq = max_seq,
-                   .kv_f16 = kv_f16, .window = window, .causal = causal, .scale = 1.f / sqrtf((float)hd), .softcap = softcap};
+                   .kt = kv_f16 ? AK_F16 : AK_F32, .vt = kv_f16 ? AK_F16 : AK_F32, .window = window, .causal = causal, .scale = 1.f / sqrtf((float)hd), .softcap = softcap};
     ak_cmd *c = ak_table_push(&tb, prefill ? AK_K_ATTN_PREFILL : AK_K_ATTN_DECODE, &p, sizeof p, "attn");
     ak_cmd_bind(c, 0, AK_BUF_QKV, 0);
     ak_cmd_bind(c, 1, AK_BUF_KV, 0);
@@ -746,7 +746,7 @@ static void test_rope_norm(void) {
         size_t cache = (size_t)nkv * max_seq * hd * (kv_f16 ? 2 : 4);
         w_set(&w, AK_BUF_KV, 2 * cache);
         ak_p_rope_kv p = {.n = n, .pos = pos, .n_heads = nh, .n_kv_heads = nkv, .head_dim = hd, .n_rot = v == 1 ? hd / 2 : hd,
-                          .style = v & 1 ? AK_ROPE_NEOX : AK_ROPE_INTERLEAVED, .ld = ld, .max_seq = max_seq, .kv_f16 = kv_f16,
+                          .style = v & 1 ? AK_ROPE_NEOX : AK_ROPE_INTERLEAVED, .ld = ld, .max_seq = max_seq, .kt = kv_f16 ? AK_F16 : AK_F32, .vt = kv_f16 ? AK_F16 : AK_F32,
                           .flags = (v >= 2 ? AK_ROPE_F_QKNORM : 0) | (v == 3 ? AK_ROPE_F_BIAS : 0), .eps = 1e-6f};
         ak_table tb = {0};
         ak_cmd *c = ak_table_push(&tb, AK_K_ROPE_KV, &p, sizeof p, "rope");
