@@ -3,6 +3,7 @@
 #ifndef AK_KERNELS_H
 #define AK_KERNELS_H
 #include <stdint.h>
+#include "core/dtype.h"
 
 typedef enum {
     AK_K_EMBED = 0,   /* b: table, tokens, out, [pos table, type table] */
@@ -57,6 +58,20 @@ typedef struct {
     int32_t max_seq, kt, vt, flags;   /* kt, vt: the K and V cache's ak_dtype (F32, F16, Q8_0, Q4_0) */
     float eps;
 } ak_p_rope_kv;
+
+/* A Q8_0 or Q4_0 cache holds its rows rotated: times the orthonormal Walsh-Hadamard
+ * matrix of order r, block by block of r values (r a power of two; the matrix is
+ * symmetric and its own inverse). A few large dimensions (Qwen2.5's keys reach 100x the
+ * rest) would otherwise set every block's scale; rotated, the block's values share it.
+ * Keys: q . k = (H q) . (H k), so rope_kv rotates Q alike; values: the attention output
+ * sum p (H v) = H (sum p v) is rotated back. r for keys: the largest power of two that
+ * divides head_dim; for values 64 (or 32), which measured better (PPL) than wider. 0:
+ * rows as they are (F32, F16). */
+static inline int ak_kv_rot(int32_t t, int32_t head_dim, int value) {
+    if (t != AK_Q8_0 && t != AK_Q4_0) return 0;
+    int r = head_dim & -head_dim;
+    return value && r > 64 ? 64 : r;
+}
 enum { AK_ROPE_F_QKNORM = 1, AK_ROPE_F_BIAS = 2 };
 
 typedef struct {

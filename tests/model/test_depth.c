@@ -20,7 +20,7 @@
  * 1e-3 for llama.cpp's f16 cache on the f32 files (measured 2e-5..4.5e-4, Gemma 3 the
  * most); the 5e-3 of the f16 files would let a decode that skips one key of 4200 pass.
  * Q8_0 and Q4_0 caches (CPU; the CUDA backend refuses them): about 1.5x the worst
- * measured, 0.0105 and 0.177 (Gemma 3); these random-weight models amplify any rounding
+ * measured, 0.011 and 0.177 (Gemma 3); these random-weight models amplify any rounding
  * (test_quant_models: 4-bit weights land at 0.2-0.4). Their kernels are held to the
  * dequantized values' reference by test_kernels. */
 static const struct { ak_kv_type kv; const char *name; double tol; } kv_types[] = {

@@ -290,6 +290,7 @@ A512 static void attn_prefill_512(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_
             float *out = (float *)c->b[3] + (size_t)(i0 + r) * p->n_heads * hd + (size_t)h * hd;
             __m512 inv = _mm512_set1_ps(Lv[r] > 0 ? 1.0f / Lv[r] : 0.f);
             for (int d = 0; d < hd; d += 16) _mm512_storeu_ps(out + d, _mm512_mul_ps(_mm512_loadu_ps(O + r * hd + d), inv));
+            ak_cpu_wht(out, hd, ak_kv_rot(p->vt, hd, 1));   /* a rotated value cache: rotated back */
         }
     }
 }
@@ -359,6 +360,7 @@ void ak_cpu_attn_prefill(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls)
             float *out = (float *)c->b[3] + (size_t)(i0 + r) * p->n_heads * hd + (size_t)h * hd;
             float inv = L[r] > 0 ? 1.0f / L[r] : 0.f;
             for (int k = 0; k < hd; k++) out[k] = O[r * hd + k] * inv;
+            ak_cpu_wht(out, hd, ak_kv_rot(p->vt, hd, 1));
         }
     }
 }
@@ -658,6 +660,7 @@ static void decode_merge(const ak_cpu_cmd *c, const ak_p_attn *p, int r, int kvh
             axpy(out, w, pr + k * pf + (size_t)g * hd, hd);
         }
         for (int d = 0; d < hd; d++) out[d] = L > 0 ? out[d] / L : 0.f;
+        ak_cpu_wht(out, hd, ak_kv_rot(p->vt, hd, 1));
     }
 }
 

@@ -109,6 +109,9 @@ float ak_act_apply(int act, float x);
 void ak_cpu_act_row(int act, const float *g, const float *u, float *o, int64_t K);
 /* x = cap * tanh(x / cap) over a row, on vectors where present. */
 void ak_cpu_softcap_row(float *x, int64_t n, float cap);
+/* n values (a multiple of r) times the orthonormal Walsh-Hadamard matrix of order r,
+ * block by block (core/kernels.h: ak_kv_rot); r 0: nothing. */
+void ak_cpu_wht(float *x, int n, int r);
 
 void ak_cpu_embed(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls);
 void ak_cpu_norm(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls);

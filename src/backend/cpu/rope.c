@@ -39,11 +39,28 @@ static void store_row(void *cache, int t, size_t idx, const float *x, int hd) {
     }
 }
 
+/* In place, fast (r log2 r additions a block), then scaled by 1/sqrt(r). */
+void ak_cpu_wht(float *x, int n, int r) {
+    if (r <= 1) return;
+    const float s = 1.0f / sqrtf((float)r);
+    for (int b = 0; b < n; b += r) {
+        float *y = x + b;
+        for (int h = 1; h < r; h *= 2)
+            for (int i = 0; i < r; i += 2 * h)
+                for (int j = i; j < i + h; j++) {
+                    float a = y[j], c = y[j + h];
+                    y[j] = a + c;
+                    y[j + h] = a - c;
+                }
+        for (int i = 0; i < r; i++) y[i] *= s;
+    }
+}
+
 void ak_cpu_rope_kv(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
     (void)tls;
     const ak_p_rope_kv *p = (const ak_p_rope_kv *)c->p;
     int hd = p->head_dim, nh = p->n_heads, nkv = p->n_kv_heads, per = nh + nkv;
-    int nq = nh * hd, nk = nkv * hd;
+    int nq = nh * hd, nk = nkv * hd, rk = ak_kv_rot(p->kt, hd, 0), rv = ak_kv_rot(p->vt, hd, 1);
     const float *bias = c->b[6];
     int64_t lo, hi;
     ak_split((int64_t)p->n * per, ith, nth, &lo, &hi);
@@ -56,12 +73,14 @@ void ak_cpu_rope_kv(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
         if (p->flags & AK_ROPE_F_BIAS) for (int k = 0; k < hd; k++) x[k] += bias[off + k];
         if (p->flags & AK_ROPE_F_QKNORM) head_norm(x, is_q ? c->b[1] : c->b[2], hd, p->eps);
         if (p->n_rot) ak_rope_apply(x, p->n_rot, p->style, pos, c->b[3]);
+        ak_cpu_wht(x, hd, rk);   /* a rotated key cache: Q and K alike (the K row is dead after the write) */
         if (is_q) continue;
         int kh = h - nh;
         size_t idx = (size_t)kh * p->max_seq + (size_t)pos;
         store_row(c->b[4], p->kt, idx, x, hd);
         float *v = row + nq + nk + kh * hd;
         if (p->flags & AK_ROPE_F_BIAS) for (int k = 0; k < hd; k++) v[k] += bias[nq + nk + kh * hd + k];
+        ak_cpu_wht(v, hd, rv);
         store_row(c->b[5], p->vt, idx, v, hd);
     }
 }

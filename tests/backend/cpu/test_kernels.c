@@ -276,6 +276,19 @@ static void attn_ref(const ak_p_attn *p, const float *q, const float *kc, const 
     free(s);
 }
 
+/* x (n values) times the orthonormal Walsh-Hadamard matrix of order r block by block, as
+ * a plain matrix product in double: entry (i, j) is (-1)^popcount(i & j) / sqrt(r). */
+static void wht_ref(double *x, int n, int r) {
+    double y[1024];
+    for (int b = 0; r && b < n; b += r) {
+        for (int i = 0; i < r; i++) {
+            y[i] = 0;
+            for (int j = 0; j < r; j++) y[i] += (__builtin_popcount((unsigned)(i & j)) & 1 ? -1 : 1) * x[b + j];
+        }
+        for (int i = 0; i < r; i++) x[b + i] = y[i] / sqrt((double)r);
+    }
+}
+
 /* A cache row of type t (F32, F16, Q8_0, Q4_0) from hd floats, by the reference quantizers. */
 static void cache_row_ref(ak_dtype t, const float *x, int hd, uint8_t *d) {
     if (t == AK_F32) memcpy(d, x, (size_t)hd * 4);
@@ -318,8 +331,12 @@ static void test_attention(void) {
             float *q = rnd((size_t)n * ld_q, 2), *kf = rnd(cn, 2), *vf = rnd(cn, 1);
             void *kc = make_cache(kt, kf, cn, hd), *vc = make_cache(vt, vf, cn, hd);
             double *ref = malloc((size_t)n * nh * hd * sizeof(double));
+            /* (a Q8_0 / Q4_0 value cache holds rotated values: the output is rotated back) */
             for (int i = 0; i < n; i++)
-                for (int h = 0; h < nh; h++) attn_ref(&p, q, kf, vf, i, h, ref + ((size_t)i * nh + h) * hd);
+                for (int h = 0; h < nh; h++) {
+                    attn_ref(&p, q, kf, vf, i, h, ref + ((size_t)i * nh + h) * hd);
+                    wht_ref(ref + ((size_t)i * nh + h) * hd, hd, ak_kv_rot(vt, hd, 1));
+                }
             for (int kind = 0; kind < 2; kind++) {
                 if (kind == 0 && n != 1) continue;
                 for (size_t t = 0; t < 4; t++) {
@@ -361,38 +378,49 @@ static void test_attention(void) {
         }
 }
 
-/* rope_kv into caches of every type, K and V of different types: each cache row holds
- * the K (rotated) and V rows that stay in the qkv buffer, converted or quantized by the
- * reference quantizers, byte for byte. */
+/* rope_kv into caches of every type, K and V of different types, against the same
+ * command into F32 caches: a Q8_0 / Q4_0 key cache rotates Q and K (ak_kv_rot), a value
+ * cache V, as the reference Walsh-Hadamard product does (1e-5), and each cache row holds
+ * the row rope_kv leaves in the qkv buffer, converted or quantized by the reference
+ * quantizers, byte for byte. */
 static void test_rope_kv_types(void) {
     static const ak_dtype kvt[][2] = {{AK_Q8_0, AK_Q4_0}, {AK_Q4_0, AK_F16}, {AK_F16, AK_Q8_0}, {AK_F32, AK_Q4_0}};
-    const int nh = 4, nkv = 2, hd = 64, n = 7, pos = 11, max_seq = 40, nq = nh * hd, nk = nkv * hd, ld = nq + 2 * nk;
+    const int nh = 4, nkv = 2, hd = 128, n = 7, pos = 11, max_seq = 40, nq = nh * hd, nk = nkv * hd, ld = nq + 2 * nk;
     for (size_t ti = 0; ti < sizeof kvt / sizeof *kvt; ti++) {
         ak_dtype kt = kvt[ti][0], vt = kvt[ti][1];
-        float *qkv = rnd((size_t)n * ld, 2), *inv = malloc(32 * 4);
-        for (int i = 0; i < 32; i++) inv[i] = powf(10000.f, -2.f * i / hd);
+        float *qkv = rnd((size_t)n * ld, 2), *plain = malloc((size_t)n * ld * 4), *inv = malloc(64 * 4);
+        memcpy(plain, qkv, (size_t)n * ld * 4);
+        for (int i = 0; i < 64; i++) inv[i] = powf(10000.f, -2.f * i / hd);
         size_t rk = ak_dtype_row_bytes(kt, hd), rv = ak_dtype_row_bytes(vt, hd);
         uint8_t *kc = calloc((size_t)nkv * max_seq, rk), *vc = calloc((size_t)nkv * max_seq, rv), *want = malloc(rk + rv);
-        ak_p_rope_kv p = {.n = n, .pos = pos, .n_heads = nh, .n_kv_heads = nkv, .head_dim = hd, .n_rot = hd,
-                          .style = AK_ROPE_NEOX, .ld = ld, .max_seq = max_seq, .kt = kt, .vt = vt};
-        ak_cpu_cmd c = {0};
-        memcpy(c.p, &p, sizeof p);
-        c.b[0] = qkv; c.b[3] = inv; c.b[4] = kc; c.b[5] = vc;
-        run(ak_cpu_rope_kv, &c, 3, 0);
+        float *kf = calloc((size_t)nkv * max_seq * hd, 4), *vf = calloc((size_t)nkv * max_seq * hd, 4);
+        for (int pass = 0; pass < 2; pass++) {   /* F32 caches over plain, then kt / vt over qkv */
+            ak_p_rope_kv p = {.n = n, .pos = pos, .n_heads = nh, .n_kv_heads = nkv, .head_dim = hd, .n_rot = hd,
+                              .style = AK_ROPE_NEOX, .ld = ld, .max_seq = max_seq, .kt = pass ? kt : AK_F32, .vt = pass ? vt : AK_F32};
+            ak_cpu_cmd c = {0};
+            memcpy(c.p, &p, sizeof p);
+            c.b[0] = pass ? qkv : plain; c.b[3] = inv; c.b[4] = pass ? (void *)kc : kf; c.b[5] = pass ? (void *)vc : vf;
+            run(ak_cpu_rope_kv, &c, 3, 0);
+        }
         int bad = 0;
+        double worst = 0, x[128];
         for (int i = 0; i < n; i++)
-            for (int h = 0; h < nkv; h++) {
-                size_t row = (size_t)h * max_seq + pos + i;
-                const float *x[2] = {qkv + (size_t)i * ld + nq + h * hd, qkv + (size_t)i * ld + nq + nk + h * hd};
-                for (int kv = 0; kv < 2; kv++) {
-                    uint8_t *w = want + (kv ? rk : 0);
-                    cache_row_ref(kv ? vt : kt, x[kv], hd, w);
-                    bad += memcmp(w, (kv ? vc + row * rv : kc + row * rk), kv ? rv : rk) != 0;
-                }
+            for (int h = 0; h < nh + 2 * nkv; h++) {   /* Q heads, K heads, V heads */
+                int r = h < nh ? ak_kv_rot(kt, hd, 0) : h < nh + nkv ? ak_kv_rot(kt, hd, 0) : ak_kv_rot(vt, hd, 1);
+                const float *got = qkv + (size_t)i * ld + (size_t)h * hd, *pl = plain + (size_t)i * ld + (size_t)h * hd;
+                for (int k = 0; k < hd; k++) x[k] = pl[k];
+                wht_ref(x, hd, r);
+                for (int k = 0; k < hd; k++) worst = fmax(worst, fabs(got[k] - x[k]) / (1 + fabs(x[k])));
+                if (h < nh) continue;
+                bool isv = h >= nh + nkv;
+                ak_dtype t = isv ? vt : kt;
+                size_t row = (size_t)(h - nh - (isv ? nkv : 0)) * max_seq + pos + i, rb = isv ? rv : rk;
+                cache_row_ref(t, got, hd, want);
+                bad += memcmp(want, (isv ? vc : kc) + row * rb, rb) != 0;
             }
-        CHECK(!bad, "rope_kv K %s V %s: %d cache rows differ from the reference quantizer's", ak_dtype_info[kt].name,
-              ak_dtype_info[vt].name, bad);
-        free(qkv); free(inv); free(kc); free(vc); free(want);
+        CHECK(!bad && worst < 1e-5, "rope_kv K %s V %s: %d cache rows differ from the reference quantizer's, rotation off by %g",
+              ak_dtype_info[kt].name, ak_dtype_info[vt].name, bad, worst);
+        free(qkv); free(plain); free(inv); free(kc); free(vc); free(want); free(kf); free(vf);
     }
 }
 
