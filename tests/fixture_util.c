@@ -91,6 +91,20 @@ float *ak_fx_logits(const ak_fx *f, ak_model *m, int chunk, bool decode, bool un
     return lg;
 }
 
+ak_session *ak_fx_session(ak_model *m, ak_backend_kind backend, int n_ctx, int chunk, ak_kv_type kv, bool logits_all,
+                          const char *what) {
+    ak_session_params p = ak_session_default_params();
+    p.n_ctx = n_ctx;
+    p.chunk = chunk;
+    p.kv_type = kv;
+    p.backend = backend;
+    p.logits_all = logits_all;
+    ak_session *s = NULL;
+    ak_err err = {{0}};
+    if (ak_session_create(m, &p, &s, &err)) CHECK(0, "%s session: %s", what, err.msg);
+    return s;
+}
+
 void ak_fx_kv_auto(const ak_fx *f, ak_model *m, ak_kv_type want) {
     ak_session_params p = params(f, 0, AK_KV_AUTO);
     ak_session *s = NULL;

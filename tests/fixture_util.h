@@ -35,6 +35,10 @@ float *ak_fx_logits(const ak_fx *f, ak_model *m, int chunk, bool decode, bool un
 /* Prefill + chain decode give the manifest's greedy continuation; chain decode equals
  * single decode steps; a stop token ends the chain right after it. */
 void ak_fx_greedy(const ak_fx *f, ak_model *m, const char *name, const char *type, ak_kv_type kv);
+/* A session of these parameters (the rest default); NULL and a failed check naming
+ * `what` if it cannot be made. */
+ak_session *ak_fx_session(ak_model *m, ak_backend_kind backend, int n_ctx, int chunk, ak_kv_type kv, bool logits_all,
+                          const char *what);
 /* AK_KV_AUTO resolves to `want` on this backend and gives the same logits, bit for bit;
  * a KV type outside the enum is refused with a message. */
 void ak_fx_kv_auto(const ak_fx *f, ak_model *m, ak_kv_type want);

@@ -17,19 +17,6 @@
 
 static ak_backend_kind backend;
 
-static ak_session *open_session(ak_model *m, const char *name, ak_kv_type kv, int chunk) {
-    ak_session_params p = ak_session_default_params();
-    p.n_ctx = 64;
-    p.kv_type = kv;
-    p.backend = backend;
-    p.logits_all = true;
-    p.chunk = chunk;
-    ak_session *s = NULL;
-    ak_err err = {{0}};
-    if (ak_session_create(m, &p, &s, &err)) CHECK(0, "%s session: %s", name, err.msg);
-    return s;
-}
-
 /* ids [0, k) then [k, n) into lg (all rows); false on an error. */
 static bool prefill2(ak_session *s, const int32_t *ids, int n, int k, float *lg, size_t V, const char *name) {
     ak_err err = {{0}};
@@ -59,7 +46,7 @@ static void one_model(const char *path, const char *name) {
     float *ref = malloc(N_IDS * V * sizeof(float)), *lg = malloc(N_IDS * V * sizeof(float));
     static const struct { ak_kv_type kv; const char *name; } kvs[] = {{AK_KV_F32, "f32"}, {AK_KV_F16, "f16"}};
     for (int ki = 0; ki < 2; ki++) {
-        ak_session *s = open_session(m, name, kvs[ki].kv, 0);
+        ak_session *s = ak_fx_session(m, backend, 64, 0, kvs[ki].kv, true, name);
         if (!s || !prefill2(s, ids, N_IDS, 0, ref, V, name)) { ak_session_free(s); continue; }
         int bad = 0, bad_k = -1, bad_r = -1;
         for (int k = 1; k < N_IDS; k++) {
@@ -71,7 +58,7 @@ static void one_model(const char *path, const char *name) {
               N_IDS - 1, bad_k, bad_r);
         ak_session_free(s);
         for (int chunk = 3; chunk <= 7; chunk += 4) {
-            ak_session *c = open_session(m, name, kvs[ki].kv, chunk);
+            ak_session *c = ak_fx_session(m, backend, 64, chunk, kvs[ki].kv, true, name);
             if (c && prefill2(c, ids, N_IDS, 0, lg, V, name)) {
                 int r = first_diff(lg, ref, N_IDS, V);
                 CHECK(r < 0, "%s kv=%s: chunks of %d change the logits from row %d", name, kvs[ki].name, chunk, r);

@@ -14,6 +14,7 @@
 #include "format/gguf.h"
 #include "format/json.h"
 #include "model/model_int.h"
+#include "fixture_util.h"
 #include "test_util.h"
 #include <math.h>
 #include <stdio.h>
@@ -47,15 +48,9 @@ static char *read_text(const char *path, size_t *n) {
 /* Logits of every prompt position: one prefill in chunks of `chunk` (0: default) when
  * n_pre == N, else a prefill of n_pre and decode steps for the rest. */
 static float *run(ak_model *m, const int32_t *ids, int n_pre, int chunk, ak_kv_type kv) {
-    ak_session_params p = ak_session_default_params();
-    p.n_ctx = 128;
-    p.chunk = chunk;
-    p.kv_type = kv;
-    p.backend = backend;
-    p.logits_all = true;
-    ak_session *s;
+    ak_session *s = ak_fx_session(m, backend, 128, chunk, kv, true, "yarn");
+    if (!s) return NULL;
     ak_err err = {{0}};
-    if (ak_session_create(m, &p, &s, &err)) { CHECK(0, "session: %s", err.msg); return NULL; }
     const char *want = backend == AK_BACKEND_CUDA ? "cuda" : "cpu";
     CHECK(!strcmp(ak_session_backend(s), want), "backend %s, not %s", ak_session_backend(s), want);
     float *lg = malloc((size_t)N * V * sizeof(float));
