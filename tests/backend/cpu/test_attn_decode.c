@@ -5,6 +5,7 @@
  * threads give the same bits), and each row of a several-row call (speculative
  * verification) must equal, bit for bit, the one-row decode at its position. */
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/attn_ref.h"
 #include "test_util.h"
 #include <math.h>
 #include <pthread.h>
@@ -43,34 +44,9 @@ static void make_inputs(inputs *in, int nh, int nkv, int hd, int max_seq, int ro
 
 static void free_inputs(inputs *in) { free(in->q); free(in->kf); free(in->vf); free(in->kh); free(in->vh); }
 
-/* Row i (position pos + i) of the naive attention, in double. */
+/* Row i (position pos + i) of the naive attention, in double, every head. */
 static void attn_ref(const ak_p_attn *p, const inputs *in, int i, double *out) {
-    int hd = p->head_dim, qp = p->pos + i, group = p->n_heads / p->n_kv_heads;
-    double *s = malloc((size_t)p->kv_len * sizeof(double));
-    for (int h = 0; h < p->n_heads; h++) {
-        int kvh = h / group;
-        double m = -INFINITY, l = 0, *o = out + (size_t)h * hd;
-        for (int j = 0; j < p->kv_len; j++) {
-            bool ok = j <= qp && (p->window <= 0 || j > qp - p->window);
-            s[j] = -INFINITY;
-            if (!ok) continue;
-            double d = 0;
-            for (int k = 0; k < hd; k++) d += (double)in->q[(size_t)i * p->ld_q + h * hd + k] * in->kf[((size_t)kvh * p->max_seq + j) * hd + k];
-            d *= p->scale;
-            if (p->softcap > 0) d = p->softcap * tanh(d / p->softcap);
-            s[j] = d;
-            if (d > m) m = d;
-        }
-        for (int k = 0; k < hd; k++) o[k] = 0;
-        for (int j = 0; j < p->kv_len; j++) {
-            if (s[j] == -INFINITY) continue;
-            double e = exp(s[j] - m);
-            l += e;
-            for (int k = 0; k < hd; k++) o[k] += e * in->vf[((size_t)kvh * p->max_seq + j) * hd + k];
-        }
-        for (int k = 0; k < hd; k++) o[k] /= l;
-    }
-    free(s);
+    for (int h = 0; h < p->n_heads; h++) ak_attn_ref(p, in->q, in->kf, in->vf, i, h, out + (size_t)h * p->head_dim);
 }
 
 static ak_cpu_cmd make_cmd(const ak_p_attn *p, const inputs *in, float *out) {

@@ -7,6 +7,7 @@
 #include "model/arch.h"
 #include "core/sample.h"
 #include "core/quants.h"
+#include "backend/cpu/attn_ref.h"
 #include "test_util.h"
 #include <math.h>
 #include <stdlib.h>
@@ -252,30 +253,6 @@ static void test_norms(void) {
 }
 
 /* Naive attention for query row i (position pos+i), head h, reading float K/V copies. */
-static void attn_ref(const ak_p_attn *p, const float *q, const float *kc, const float *vc, int i, int h, double *out) {
-    int hd = p->head_dim, kvh = h / (p->n_heads / p->n_kv_heads), qp = p->pos + i;
-    double *s = malloc((size_t)p->kv_len * sizeof(double)), m = -INFINITY, l = 0;
-    for (int j = 0; j < p->kv_len; j++) {
-        bool ok = (!p->causal || j <= qp) && (p->window <= 0 || j > qp - p->window);
-        if (!ok) { s[j] = -INFINITY; continue; }
-        double d = 0;
-        for (int k = 0; k < hd; k++) d += (double)q[(size_t)i * p->ld_q + h * hd + k] * kc[((size_t)kvh * p->max_seq + j) * hd + k];
-        d *= p->scale;
-        if (p->softcap > 0) d = p->softcap * tanh(d / p->softcap);
-        s[j] = d;
-        if (d > m) m = d;
-    }
-    for (int k = 0; k < hd; k++) out[k] = 0;
-    for (int j = 0; j < p->kv_len; j++) {
-        if (s[j] == -INFINITY) continue;
-        double e = exp(s[j] - m);
-        l += e;
-        for (int k = 0; k < hd; k++) out[k] += e * vc[((size_t)kvh * p->max_seq + j) * hd + k];
-    }
-    for (int k = 0; k < hd; k++) out[k] /= l;
-    free(s);
-}
-
 /* x (n values) times the orthonormal Walsh-Hadamard matrix of order r block by block, as
  * a plain matrix product in double: entry (i, j) is (-1)^popcount(i & j) / sqrt(r). */
 static void wht_ref(double *x, int n, int r) {
@@ -334,7 +311,7 @@ static void test_attention(void) {
             /* (a Q8_0 / Q4_0 value cache holds rotated values: the output is rotated back) */
             for (int i = 0; i < n; i++)
                 for (int h = 0; h < nh; h++) {
-                    attn_ref(&p, q, kf, vf, i, h, ref + ((size_t)i * nh + h) * hd);
+                    ak_attn_ref(&p, q, kf, vf, i, h, ref + ((size_t)i * nh + h) * hd);
                     wht_ref(ref + ((size_t)i * nh + h) * hd, hd, ak_kv_rot(vt, hd, 1));
                 }
             for (int kind = 0; kind < 2; kind++) {
