@@ -1248,7 +1248,7 @@ static gloop *loop_build(const ak_gvocab *v, const grange *cls, uint32_t n_cls, 
         }
         i = v->end[i];
     }
-    qsort(fr, n_fr, sizeof *fr, cmp_front);
+    if (n_fr) qsort(fr, n_fr, sizeof *fr, cmp_front);   /* fr is NULL when no byte leaves the loop */
     if (!(L->node = malloc((n_fr ? n_fr : 1) * sizeof *L->node)) || !(L->group = malloc((n_fr ? n_fr : 1) * sizeof *L->group)))
         goto fail;
     for (uint32_t i = 0; i < n_fr; i++) {
