@@ -67,7 +67,7 @@ void ak_build_buf_sizes(const ak_model *m, const ak_build_opts *o, size_t s[AK_B
 static ak_cmd *matmul(builder *b, const ak_tensor *const *w, int nw, ak_buf_id x, int ld_x, ak_buf_id y, int ld_y,
                       size_t y_col, const ak_tensor *bias, const char *label, int layer) {
     ak_p_mm p = {.n = rows(b), .K = (int32_t)w[0]->ne0, .nseg = nw, .ld_x = ld_x, .ld_y = ld_y, .has_bias = bias != NULL,
-                 .rowwise = b->o->as_decode};
+                 .rowwise = b->o->as_decode || b->o->pick_all};
     uint32_t work = 0;
     for (int i = 0; i < nw; i++) {
         p.N[i] = (int32_t)w[i]->ne1;

@@ -21,7 +21,6 @@ typedef struct { uintptr_t addr; void *buf; bool packed; } region;
 typedef struct {
     ak_backend base;
     ak_cuda_ctx ctx;
-    void *cublas_ws;
     ak_cuda_step *d_step, *h_step;
     region *packed;        /* weight matrices repacked in place */
     int n_packed, cap_packed;
@@ -256,13 +255,11 @@ static size_t cmd_scratch(ak_cuda_cmd *c, int max_rows, ak_cuda_ctx *x, ak_err *
     case AK_K_GEMV_ACT_DOWN: return (size_t)((const ak_p_act_down *)p)->K * 4;
     case AK_K_GEMM: {
         const ak_p_mm *m = p;
-        if (m->last_only || max_rows <= AK_CUDA_GEMV_BATCH) return 0;
+        if (m->last_only || m->rowwise) return 0;
         size_t ws = 0;
         for (int g = 0; g < m->nseg; g++) {
             if (m->dtype[g] == AK_F32 || m->dtype[g] == AK_F16 || m->dtype[g] == AK_BF16) continue;
-            size_t full = (size_t)m->N[g] * m->K * 2, cap = (size_t)128 << 20, least = (size_t)64 * m->K * 2;
-            size_t need = full < cap ? full : cap;
-            if (need < least) need = least < full ? least : full;
+            size_t need = (size_t)ak_cuda_gemm_tile_rows(m->N[g], m->K) * m->K * 2;
             if (need > ws) ws = need;
         }
         if ((*st = grow(&x->ws, &x->ws_bytes, ws, err))) return 0;
@@ -689,8 +686,7 @@ static void cu_destroy(ak_backend *b) {
                     cb->prof[k].us / (double)cb->prof[k].calls, 100 * cb->prof[k].us / tot);
     }
     if (cb->profile) ak_cuda_gemm_profile_dump();
-    ak_cuda_cublas_destroy(cb->ctx.cublas);
-    if (cb->cublas_ws) cudaFree(cb->cublas_ws);
+    ak_cuda_blas_destroy(cb->ctx.blas);
     if (cb->ctx.ws) cudaFree(cb->ctx.ws);
     if (cb->ctx.xs) cudaFree(cb->ctx.xs);
     if (cb->d_step) cudaFree(cb->d_step);
@@ -724,7 +720,7 @@ ak_status ak_backend_cuda_create(ak_backend **out, ak_err *err) {
     if (e == cudaSuccess) e = cudaMalloc((void **)&cb->d_step, sizeof(ak_cuda_step));
     if (e == cudaSuccess) e = cudaMemset(cb->d_step, 0, sizeof(ak_cuda_step));
     if (e == cudaSuccess) e = cudaMallocHost((void **)&cb->h_step, sizeof(ak_cuda_step));
-    if (e == cudaSuccess) e = (cudaError_t)ak_cuda_cublas_create(&cb->ctx.cublas, &cb->cublas_ws, cb->ctx.stream);
+    if (e == cudaSuccess) e = (cudaError_t)ak_cuda_blas_create(&cb->ctx.blas);
     if (e != cudaSuccess) {
         ak_status st = cfail(err, e, "initialisation");
         cu_destroy(&cb->base);

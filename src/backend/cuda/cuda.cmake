@@ -1,6 +1,6 @@
 # The CUDA backend, built when CMake finds nvcc: adds src/backend/cuda/*.cu and backend.c
 # to the akunu library, defines AKUNU_CUDA (backend/stub.c then steps aside), and links
-# the CUDA runtime (static) and cuBLAS. Without nvcc nothing here is built.
+# the CUDA runtime (static) and cuBLASLt. Without nvcc nothing here is built.
 # Architectures: sm_80 and sm_90a by default (override with -DCMAKE_CUDA_ARCHITECTURES).
 # -DAKUNU_CUDA=OFF builds the CPU backend alone on a machine that has nvcc.
 option(AKUNU_CUDA "Build the CUDA backend (when nvcc is found)" ON)
@@ -26,7 +26,7 @@ if(AKUNU_CUDA AND CMAKE_CUDA_COMPILER)
   target_compile_options(akunu_obj PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Werror --Werror=all-warnings -lineinfo>)
   # stdc++: the host side of the .cu files, for programs that link the static library as C
-  list(APPEND AKUNU_LINK CUDA::cudart_static CUDA::cublas stdc++)
+  list(APPEND AKUNU_LINK CUDA::cudart_static CUDA::cublasLt stdc++)
   set(AKUNU_HAVE_CUDA ON)
   message(STATUS "akunu: CUDA backend enabled (architectures ${CMAKE_CUDA_ARCHITECTURES})")
 else()

@@ -13,7 +13,7 @@ extern "C" {
 #endif
 
 #define AK_CUDA_MAX_STOP 64
-#define AK_CUDA_GEMV_BATCH 8      /* GEMM rows up to this go through the batched GEMV */
+#define AK_CUDA_GEMV_BATCH 8      /* x rows one batched GEMV takes (rowwise GEMMs: verification) */
 
 /* The per-step values, resident on the device. Every kernel reads pos and n from here
  * (that is how one captured graph serves every position); the sample kernel writes
@@ -77,7 +77,7 @@ enum { AK_CUDA_PRO_NONE = 0, AK_CUDA_PRO_NORM, AK_CUDA_PRO_ACT, AK_CUDA_PRO_MERG
 /* Shared state of the launchers. */
 typedef struct {
     cudaStream_t stream;
-    void *cublas;                  /* cublasHandle_t */
+    struct ak_cuda_blas *blas;     /* the cuBLASLt handle, its workspace and the GEMM plans (gemm.cu) */
     void *ws; size_t ws_bytes;     /* GEMM: dequantized weight tile (f16/bf16) */
     void *xs; size_t xs_bytes;     /* GEMM: activations converted to f16/bf16 */
     int n_sm;
@@ -133,9 +133,12 @@ int ak_cuda_attn_splits(const ak_p_attn *p, int n_sm);
 int ak_cuda_sample_blocks(int vocab);
 /* The sample command's scratch: the blocks' argmax or top-k lists. */
 size_t ak_cuda_sample_scratch(int vocab);
-/* cuBLAS handle management (gemm.cu). */
-int ak_cuda_cublas_create(void **h, void **workspace, cudaStream_t s);
-void ak_cuda_cublas_destroy(void *h);
+/* The prefill GEMM's state (gemm.cu). */
+typedef struct ak_cuda_blas ak_cuda_blas;
+int ak_cuda_blas_create(ak_cuda_blas **g);
+void ak_cuda_blas_destroy(ak_cuda_blas *g);
+/* Weight rows a quantized GEMM dequantizes at a time (its scratch holds that many). */
+int ak_cuda_gemm_tile_rows(int N, int K);
 
 #ifdef __cplusplus
 }

@@ -1,37 +1,141 @@
-/* Prefill GEMM: y[:, seg] = x W_seg^T (+ bias) over n rows. F32 weights go to cuBLAS SGEMM
- * (no TF32: the f32 fixtures hold to 1e-4). F16/BF16 weights are used in place; quantized
- * weights are dequantized (exactly as the reference does, then rounded to f16) a tile of
- * rows at a time into scratch. Activations are converted to f16 (bf16 for BF16 weights)
- * and cublasGemmEx runs on tensor cores with f32 accumulation and f32 output.
- * Up to AK_CUDA_GEMV_BATCH rows, and the last-row-only logits, use the GEMV kernels. */
+/* Prefill GEMM: y[:, seg] = x W_seg^T (+ bias) over n rows, by cuBLASLt. F32 weights in
+ * f32 (no TF32: the f32 fixtures hold to 1e-4). F16/BF16 weights are used in place;
+ * quantized weights are dequantized (exactly as the reference does, then rounded to f16) a
+ * tile of rows at a time into scratch. Activations are converted to f16 (bf16 for BF16
+ * weights) and the product runs on tensor cores with f32 accumulation and f32 output.
+ * A row's result does not depend on how many rows the call has (a prompt cut anywhere,
+ * a cached prefix, a server slot's batch: the same logits): each shape's algorithm is
+ * chosen once for AK_GEMM_PLAN_ROWS rows, without split-K, and used for every n, so a
+ * row's dot products run the same instructions in the same order whatever n is.
+ * GEMMs marked rowwise (speculative verification) and the last-row-only logits use the
+ * GEMV kernels. */
 #include "backend/cuda/kquant.cuh"
-#include <cublas_v2.h>
+#include <cublasLt.h>
 #include <type_traits>
 #include <stdio.h>
 #include <stdlib.h>
 
 extern "C" int ak_cuda_gemv_rows(const ak_cuda_args *a, int rows, cudaStream_t st);
 
-extern "C" int ak_cuda_cublas_create(void **h, void **wsp, cudaStream_t s) {
-    cublasHandle_t c;
-    if (cublasCreate(&c) != CUBLAS_STATUS_SUCCESS) return (int)cudaErrorUnknown;
-    cublasSetStream(c, s);
-    cublasSetMathMode(c, CUBLAS_DEFAULT_MATH);
+#define AK_GEMM_PLANS 256
+#define AK_GEMM_PLAN_ROWS 512
+
+/* an algorithm for one (type, N, K, ld_x, ld_y, alignment) */
+typedef struct {
+    int cls, N, K, ld_x, ld_y, align;
+    cublasLtMatmulAlgo_t algo;
+} gemm_plan;
+
+struct ak_cuda_blas {
+    cublasLtHandle_t lt;
+    void *ws;
+    size_t ws_bytes;
+    gemm_plan plan[AK_GEMM_PLANS];
+    int n_plan;
+};
+
+extern "C" int ak_cuda_blas_create(ak_cuda_blas **out) {
+    *out = NULL;
+    ak_cuda_blas *g = (ak_cuda_blas *)calloc(1, sizeof *g);
+    if (!g) return (int)cudaErrorMemoryAllocation;
+    if (cublasLtCreate(&g->lt) != CUBLAS_STATUS_SUCCESS) { free(g); return (int)cudaErrorUnknown; }
     /* our own workspace, so that no allocation happens on the first prefill */
-    void *ws = NULL;
-    size_t wsb = (size_t)32 << 20;
-    if (cudaMalloc(&ws, wsb) != cudaSuccess || cublasSetWorkspace(c, ws, wsb) != CUBLAS_STATUS_SUCCESS) {
-        if (ws) cudaFree(ws);
-        cublasDestroy(c);
+    g->ws_bytes = (size_t)32 << 20;
+    if (cudaMalloc(&g->ws, g->ws_bytes) != cudaSuccess) {
+        cublasLtDestroy(g->lt);
+        free(g);
         return (int)cudaErrorMemoryAllocation;
     }
-    *h = c;
-    *wsp = ws;
+    *out = g;
     return 0;
 }
 
-extern "C" void ak_cuda_cublas_destroy(void *h) {
-    if (h) cublasDestroy((cublasHandle_t)h);
+extern "C" void ak_cuda_blas_destroy(ak_cuda_blas *g) {
+    if (!g) return;
+    cublasLtDestroy(g->lt);
+    cudaFree(g->ws);
+    free(g);
+}
+
+/* cls: 0 f16, 1 bf16, 2 f32 */
+static cudaDataType_t cls_type(int cls) { return cls == 2 ? CUDA_R_32F : cls == 1 ? CUDA_R_16BF : CUDA_R_16F; }
+
+/* The operation y (N x n, ld_y) = W^T (W: K x N, ld K) x (K x n, ld_x), column-major. */
+static cublasStatus_t describe(int cls, int N, int K, int n, int ld_x, int ld_y, cublasLtMatmulDescOpaque_t *op,
+                               cublasLtMatrixLayoutOpaque_t lay[3]) {
+    cublasStatus_t s = cublasLtMatmulDescInit(op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    cublasOperation_t tr = CUBLAS_OP_T;
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &tr, sizeof tr);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutInit(&lay[0], cls_type(cls), K, N, K);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutInit(&lay[1], cls_type(cls), K, n, ld_x);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutInit(&lay[2], CUDA_R_32F, N, n, ld_y);
+    return s;
+}
+
+/* The plan for a shape, chosen at its first use: the heuristic's best algorithm for
+ * AK_GEMM_PLAN_ROWS rows that runs without split-K (NULL if none or the cache is full). */
+static const gemm_plan *plan_for(ak_cuda_blas *g, int cls, int N, int K, int ld_x, int ld_y, int align) {
+    for (int i = 0; i < g->n_plan; i++) {
+        const gemm_plan *p = &g->plan[i];
+        if (p->cls == cls && p->N == N && p->K == K && p->ld_x == ld_x && p->ld_y == ld_y && p->align == align) return p;
+    }
+    if (g->n_plan == AK_GEMM_PLANS) return NULL;
+    cublasLtMatmulDescOpaque_t op;
+    cublasLtMatrixLayoutOpaque_t lay[3];
+    if (describe(cls, N, K, AK_GEMM_PLAN_ROWS, ld_x, ld_y, &op, lay) != CUBLAS_STATUS_SUCCESS) return NULL;
+    cublasLtMatmulPreference_t pref;
+    if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return NULL;
+    uint32_t al = (uint32_t)align, none = CUBLASLT_REDUCTION_SCHEME_NONE;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &g->ws_bytes, sizeof g->ws_bytes);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &none, sizeof none);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
+    cublasLtMatmulHeuristicResult_t res[16];
+    int got = 0;
+    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(g->lt, &op, &lay[0], &lay[1], &lay[2], &lay[2], pref, 16, res, &got);
+    cublasLtMatmulPreferenceDestroy(pref);
+    for (int i = 0; s == CUBLAS_STATUS_SUCCESS && i < got; i++) {
+        cublasLtMatmulAlgo_t algo = res[i].algo;
+        int32_t one_split = 1;
+        cublasLtMatmulHeuristicResult_t chk;
+        if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one_split, sizeof one_split) ||
+            cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none, sizeof none) ||
+            cublasLtMatmulAlgoCheck(g->lt, &op, &lay[0], &lay[1], &lay[2], &lay[2], &algo, &chk) ||
+            chk.workspaceSize > g->ws_bytes)
+            continue;
+        gemm_plan *p = &g->plan[g->n_plan++];
+        *p = gemm_plan{cls, N, K, ld_x, ld_y, align, algo};
+        return p;
+    }
+    return NULL;
+}
+
+/* y (n rows, ld_y) = x (n rows, ld_x) W^T for W N x K of class cls, on the shape's plan. */
+static cublasStatus_t mm(ak_cuda_blas *g, cudaStream_t st, int cls, int N, int K, int n, const void *w, const void *x,
+                         int ld_x, float *y, int ld_y) {
+    size_t es = cls == 2 ? 4 : 2;
+    uintptr_t bits = (uintptr_t)w | (uintptr_t)x | (uintptr_t)y | (uintptr_t)(K * es) | (uintptr_t)(ld_x * es) | (uintptr_t)(ld_y * 4);
+    int align = 16;
+    while (align > (int)es && bits % align) align /= 2;
+    const gemm_plan *p = plan_for(g, cls, N, K, ld_x, ld_y, align);
+    if (!p) return CUBLAS_STATUS_NOT_SUPPORTED;
+    cublasLtMatmulDescOpaque_t op;
+    cublasLtMatrixLayoutOpaque_t lay[3];
+    cublasStatus_t s = describe(cls, N, K, n, ld_x, ld_y, &op, lay);
+    const float one = 1.f, zero = 0.f;
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmul(g->lt, &op, &one, w, &lay[0], x, &lay[1], &zero, y, &lay[2], y, &lay[2], &p->algo, g->ws, g->ws_bytes, st);
+    return s;
+}
+
+/* Weight rows dequantized per GEMM tile: a function of the shape alone (the tile's
+ * height picks its plan, and the plan must not depend on which tables came first). */
+extern "C" int ak_cuda_gemm_tile_rows(int N, int K) {
+    int64_t cap = ((int64_t)128 << 20) / ((int64_t)K * 2);
+    if (cap < 64) cap = 64;
+    return N < cap ? N : (int)cap;
 }
 
 /* Rows [r0, r0 + nr) of W (dtype dt, K values each) to 16-bit floats, one thread per sub-block. */
@@ -181,24 +285,35 @@ static void gp_end(cudaStream_t s, const char *what, int m, int n, int k) {
 extern "C" int ak_cuda_gemm(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
     const ak_p_mm *p = (const ak_p_mm *)c->a.p;
     int n = c->rows;
-    if (p->last_only || n <= AK_CUDA_GEMV_BATCH) return ak_cuda_gemv_rows(&c->a, n, x->stream);
-    cublasHandle_t h = (cublasHandle_t)x->cublas;
+    cudaStream_t st = x->stream;
+    if (p->last_only) return ak_cuda_gemv_rows(&c->a, n, st);
+    if (p->rowwise) {   /* AK_CUDA_GEMV_BATCH rows a launch */
+        for (int r = 0; r < n; r += AK_CUDA_GEMV_BATCH) {
+            int m = n - r < AK_CUDA_GEMV_BATCH ? n - r : AK_CUDA_GEMV_BATCH;
+            ak_cuda_args a = c->a;   /* the kernels read n from their parameters: this launch's rows */
+            a.b[3] = (float *)a.b[3] + (size_t)r * p->ld_x;
+            a.b[4] = (float *)a.b[4] + (size_t)r * p->ld_y;
+            a.patch &= ~AK_PATCH_N;
+            ((ak_p_mm *)a.p)->n = m;
+            int e = ak_cuda_gemv_rows(&a, m, st);
+            if (e) return e;
+        }
+        return 0;
+    }
+    ak_cuda_blas *g = x->blas;
     const float *xin = (const float *)c->a.b[3];
     float *y = (float *)c->a.b[4];
-    const float one = 1.f, zero = 0.f;
     int converted = -1;   /* dtype class of xs: 0 f16, 1 bf16 */
     int col = 0;
-    cudaStream_t st = x->stream;
-    for (int g = 0; g < p->nseg; col += p->N[g], g++) {
-        int dt = p->dtype[g], N = p->N[g], K = p->K;
+    for (int s = 0; s < p->nseg; col += p->N[s], s++) {
+        int dt = p->dtype[s], N = p->N[s], K = p->K;
         cublasStatus_t cs = CUBLAS_STATUS_SUCCESS;
         if (dt == AK_F32) {
             gp_begin(st);
-            cs = cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, N, n, K, &one, (const float *)c->a.b[g], K, xin, p->ld_x, &zero, y + col, p->ld_y);
+            cs = mm(g, st, 2, N, K, n, c->a.b[s], xin, p->ld_x, y + col, p->ld_y);
             gp_end(st, "sgemm", N, n, K);
         } else {
             int cls = dt == AK_BF16 ? 1 : 0;
-            cudaDataType_t t16 = cls ? CUDA_R_16BF : CUDA_R_16F;
             if ((size_t)n * K * 2 > x->xs_bytes) return (int)cudaErrorInvalidValue;
             if (converted != cls) {
                 gp_begin(st);
@@ -209,16 +324,15 @@ extern "C" int ak_cuda_gemm(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
             }
             if (dt == AK_F16 || dt == AK_BF16) {
                 gp_begin(st);
-                cs = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, N, n, K, &one, c->a.b[g], t16, K, x->xs, t16, K, &zero,
-                                  y + col, CUDA_R_32F, p->ld_y, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                cs = mm(g, st, cls, N, K, n, c->a.b[s], x->xs, K, y + col, p->ld_y);
                 gp_end(st, "gemm16", N, n, K);
             } else {
-                int64_t tile = (int64_t)(x->ws_bytes / ((size_t)K * 2));
-                if (tile < 1) return (int)cudaErrorInvalidValue;
+                int64_t tile = ak_cuda_gemm_tile_rows(N, K);
+                if ((size_t)tile * K * 2 > x->ws_bytes) return (int)cudaErrorInvalidValue;
                 for (int64_t r0 = 0; r0 < N && cs == CUBLAS_STATUS_SUCCESS; r0 += tile) {
                     int nr = (int)(N - r0 < tile ? N - r0 : tile);
                     gp_begin(st);
-                    const uint8_t *wg = (const uint8_t *)c->a.b[g];
+                    const uint8_t *wg = (const uint8_t *)c->a.b[s];
                     bool vec = (dt == AK_Q4_0 || dt == AK_Q8_0) && K % 256 == 0 && ((uintptr_t)wg & 15) == 0;
                     int nblk = blocks_for((int64_t)nr * (K / 32), 128);
                     if (vec && dt == AK_Q4_0) k_dequant16_fast<AK_Q4_0><<<nblk, 128, 0, st>>>(wg, K, r0, nr, (__half *)x->ws);
@@ -226,14 +340,13 @@ extern "C" int ak_cuda_gemm(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
                     else if (!dequant_kq(dt, wg, K, r0, nr, (__half *)x->ws, st)) k_dequant16<__half><<<nblk, 128, 0, st>>>(wg, dt, K, r0, nr, (__half *)x->ws);
                     gp_end(st, "dequant", nr, K, dt);
                     gp_begin(st);
-                    cs = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, nr, n, K, &one, x->ws, CUDA_R_16F, K, x->xs, CUDA_R_16F, K, &zero,
-                                      y + col + r0, CUDA_R_32F, p->ld_y, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                    cs = mm(g, st, 0, nr, K, n, x->ws, x->xs, K, y + col + r0, p->ld_y);
                     gp_end(st, "gemmq", nr, n, K);
                 }
             }
         }
         if (cs != CUBLAS_STATUS_SUCCESS) return (int)cudaErrorUnknown;
-        if (g == 0 && p->has_bias)
+        if (s == 0 && p->has_bias)
             k_add_bias<<<blocks_for((int64_t)n * N, 256), 256, 0, st>>>(y + col, p->ld_y, (const float *)c->a.b[5], N, n);
     }
     return (int)cudaGetLastError();

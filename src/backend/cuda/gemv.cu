@@ -1,4 +1,4 @@
-/* GEMV for decode (and GEMM of up to AK_CUDA_GEMV_BATCH rows): y[:, seg] = W_seg x (+ bias)
+/* GEMV for decode (and the rowwise GEMM, AK_CUDA_GEMV_BATCH rows at a time): y[:, seg] = W_seg x (+ bias)
  * for up to three matrices side by side, and the activation + down GEMV.
  *
  * Streaming path (Q4_0, Q8_0 in the repacked layout, one x row, K a multiple of 256):
@@ -768,7 +768,7 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_k(ak_cuda_args a, seg
     }
 }
 
-/* Several x rows (2..AK_CUDA_GEMV_BATCH: a short prefill chunk, a speculative check)
+/* Several x rows (2..AK_CUDA_GEMV_BATCH: a speculative check)
  * against rows in the file's layout: each row's codes in shared memory (gq_prep, one
  * after another), a warp per weight row, each unit decoded once for all x rows. The
  * weights are read once, as by a one-row GEMV. */

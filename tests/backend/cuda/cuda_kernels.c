@@ -157,14 +157,17 @@ static void x_codes(double *x, int K) {
     }
 }
 
-static double mm_tol(ak_dtype t, int n, int last, bool int8) {
+static double mm_tol(ak_dtype t, bool gemv_path, bool int8) {
     if (int8) return 1e-4;   /* against x_codes (1.3e-7 at most on H200) */
-    if (last || n <= 8 || t == AK_F32) return 2e-5;   /* float GEMV paths; SGEMM */
+    if (gemv_path || t == AK_F32) return 2e-5;        /* float GEMV paths; SGEMM */
     return t == AK_BF16 ? 1e-2 : 2e-3;                /* activations rounded to f16 / bf16 */
 }
 
-/* y[:, seg] = W_seg x for segments of dtypes dt[0..nseg), n rows. */
-static void one_mm(const ak_dtype *dt, int nseg, int K, const int *N, int n, int last, int bias, size_t misalign) {
+/* y[:, seg] = W_seg x for segments of dtypes dt[0..nseg), n rows; how: 0 a GEMM of all rows
+ * (the decode GEMV where n is 1), 1 the last row only (logits), 2 rowwise (each row as a
+ * GEMV rounds it: speculative verification). */
+static void one_mm(const ak_dtype *dt, int nseg, int K, const int *N, int n, int how, int bias, size_t misalign) {
+    const int last = how == 1, rowwise = how == 2;
     world w;
     memset(&w, 0, sizeof w);
     size_t off[4], tot = 256;
@@ -184,9 +187,10 @@ static void one_mm(const ak_dtype *dt, int nseg, int K, const int *N, int n, int
     int rows_out = last ? 1 : n;
     w_set(&w, AK_BUF_QKV, (size_t)rows_out * ld_y * 4);
     ak_table t = {0};
-    ak_p_mm p = {.n = n, .K = K, .nseg = nseg, .ld_x = ld_x, .ld_y = ld_y, .last_only = last, .has_bias = bias};
+    ak_p_mm p = {.n = n, .K = K, .nseg = nseg, .ld_x = ld_x, .ld_y = ld_y, .last_only = last, .has_bias = bias,
+                .rowwise = rowwise};
     for (int s = 0; s < nseg; s++) { p.N[s] = N[s]; p.dtype[s] = dt[s]; }
-    bool gemv = n == 1 && !last;
+    bool gemv = n == 1 && how == 0, gemv_path = gemv || last || rowwise;
     ak_cmd *c = ak_table_push(&t, gemv ? AK_K_GEMV : AK_K_GEMM, &p, sizeof p, "mm");
     for (int s = 0; s < 3; s++) ak_cmd_bind(c, s, AK_BUF_WEIGHTS, off[s < nseg ? s : 0]);
     ak_cmd_bind(c, 3, AK_BUF_XN, 0);
@@ -198,10 +202,9 @@ static void one_mm(const ak_dtype *dt, int nseg, int K, const int *N, int n, int
     size_t ny = (size_t)rows_out * ld_y;
     double *ref = calloc(ny, sizeof(double)), *xi = malloc((size_t)K * sizeof(double));
     float *row = malloc((size_t)K * sizeof(float));
-    /* up to 8 x rows of a quant type on aligned rows: the streaming or the int8 kernel, a
-     * launch a row */
+    /* the GEMV paths for a quant type on aligned rows: the streaming or the int8 kernel */
     bool int8[3] = {false, false, false};
-    for (int s = 0; s < nseg; s++) int8[s] = !is_float(dt[s]) && (n <= 8 || last) && misalign == 0;
+    for (int s = 0; s < nseg; s++) int8[s] = !is_float(dt[s]) && gemv_path && misalign == 0;
     for (int i = 0; i < rows_out; i++) {
         const float *xf = (const float *)w.data[AK_BUF_XN] + (size_t)(last ? n - 1 : i) * ld_x;
         for (int s = 0, col = 0; s < nseg; col += N[s], s++) {
@@ -222,10 +225,10 @@ static void one_mm(const ak_dtype *dt, int nseg, int K, const int *N, int n, int
     free(row);
     free(xi);
     double tol = 0;
-    for (int s = 0; s < nseg; s++) if (mm_tol(dt[s], n, last, int8[s]) > tol) tol = mm_tol(dt[s], n, last, int8[s]);
-    CHECK(d <= tol, "%s %s: K %d N %d/%d/%d n %d last %d bias %d misalign %zu: rel %.3g > %.0e", gemv ? "gemv" : "gemm",
-          ak_dtype_info[dt[0]].name, K, N[0], N[1], N[2], n, last, bias, misalign, d, tol);
-    printf("%-5s %-5s nseg %d K %5d n %2d last %d: rel %.2e\n", gemv ? "gemv" : "gemm", ak_dtype_info[dt[0]].name, nseg, K, n, last, d);
+    for (int s = 0; s < nseg; s++) if (mm_tol(dt[s], gemv_path, int8[s]) > tol) tol = mm_tol(dt[s], gemv_path, int8[s]);
+    CHECK(d <= tol, "%s %s: K %d N %d/%d/%d n %d how %d bias %d misalign %zu: rel %.3g > %.0e", gemv ? "gemv" : "gemm",
+          ak_dtype_info[dt[0]].name, K, N[0], N[1], N[2], n, how, bias, misalign, d, tol);
+    printf("%-5s %-5s nseg %d K %5d n %2d how %d: rel %.2e\n", gemv ? "gemv" : "gemm", ak_dtype_info[dt[0]].name, nseg, K, n, how, d);
     ak_table_free(&t);
     w_free(&w);
 }
@@ -241,6 +244,8 @@ static void test_matmul(void) {
             one_mm(d3, 1, Ks[k], N1, 1, 0, k == 0, 0);
             one_mm(d3, 3, Ks[k], N3, 1, 0, 1, 0);
             one_mm(d3, 1, Ks[k], N1, 5, 0, 1, 0);
+            one_mm(d3, 1, Ks[k], N1, 5, 2, 1, 0);
+            one_mm(d3, 3, Ks[k], N3, 19, 2, k == 2, 0);   /* rowwise: batched GEMVs of 8, 8 and 3 rows */
             one_mm(d3, 3, Ks[k], N3, 24, 0, k == 1, 0);
             one_mm(d3, 1, Ks[k], N1, 24, 1, 1, 0);
         }
@@ -260,12 +265,54 @@ static void test_matmul(void) {
     int N3[3] = {64, 32, 32};
     one_mm(mixed, 3, 512, N3, 1, 0, 1, 0);
     one_mm(mixed, 3, 512, N3, 24, 0, 1, 0);
-    one_mm(mixed, 3, 512, N3, 3, 0, 1, 0);   /* a few rows: a launch a row and segment */
+    one_mm(mixed, 3, 512, N3, 3, 0, 1, 0);
+    one_mm(mixed, 3, 512, N3, 3, 2, 1, 0);   /* rowwise: a launch a row and segment */
     int Nbig[3] = {4096 + 64, 0, 0};   /* many blocks, the fast path's full grid */
     ak_dtype q4[3] = {AK_Q4_0, AK_Q4_0, AK_Q4_0}, q8[3] = {AK_Q8_0, AK_Q8_0, AK_Q8_0};
     one_mm(q4, 1, 4096, Nbig, 1, 0, 0, 0);
     one_mm(q8, 1, 4096, Nbig, 1, 0, 0, 0);
     one_mm(q4, 1, 4096, Nbig, 64, 0, 0, 0);
+}
+
+/* A prefill GEMM's row comes out the same, bit for bit, whatever rows the call has (a
+ * prompt cut anywhere, a cached prefix): the first r rows of a 40-row call against calls
+ * of r rows, F32 (SGEMM), F16/BF16 in place and dequantized types. */
+static void test_gemm_rows(void) {
+    const ak_dtype types[] = {AK_F32, AK_F16, AK_BF16, AK_Q4_0, AK_Q8_0, AK_Q4_K, AK_Q6_K};
+    const int K = 768, N = 300, R = 40, ld_x = K + 4, ld_y = N + 3, rs[] = {1, 2, 7, 9, 17, 33};
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        ak_dtype t = types[ti];
+        world w;
+        memset(&w, 0, sizeof w);
+        w_set(&w, AK_BUF_WEIGHTS, ak_dtype_row_bytes(t, K) * (size_t)N);
+        fill_quant(w.data[0], t, (int64_t)K * N);
+        w_rand(&w, AK_BUF_XN, (size_t)R * ld_x * 4, 1.f);
+        w_set(&w, AK_BUF_QKV, (size_t)R * ld_y * 4);
+        ak_table tab = {0};
+        ak_p_mm p = {.n = R, .K = K, .nseg = 1, .N = {N}, .dtype = {t}, .ld_x = ld_x, .ld_y = ld_y};
+        ak_cmd *c = ak_table_push(&tab, AK_K_GEMM, &p, sizeof p, "mm");
+        for (int s = 0; s < 3; s++) ak_cmd_bind(c, s, AK_BUF_WEIGHTS, 0);
+        ak_cmd_bind(c, 3, AK_BUF_XN, 0);
+        ak_cmd_bind(c, 4, AK_BUF_QKV, 0);
+        ak_cmd_bind(c, 5, AK_BUF_WEIGHTS, 0);
+        c->patch = AK_PATCH_N;
+        c->off_n = 0;
+        tab.max_rows = R;
+        float *all = run_on(gpu, &tab, &w, (ak_run){.pos = 0, .n = R, .steps = 1}, AK_BUF_QKV, 0, (size_t)R * ld_y);
+        for (size_t k = 0; all && k < sizeof rs / sizeof *rs; k++) {
+            int r = rs[k], bad = -1;
+            float *some = run_on(gpu, &tab, &w, (ak_run){.pos = 0, .n = r, .steps = 1}, AK_BUF_QKV, 0, (size_t)r * ld_y);
+            for (int i = 0; some && i < r && bad < 0; i++)
+                if (memcmp(some + (size_t)i * ld_y, all + (size_t)i * ld_y, (size_t)N * 4)) bad = i;
+            CHECK(some && bad < 0, "gemm %s: row %d of a %d-row call differs from the same row of a %d-row call",
+                  ak_dtype_info[t].name, bad, r, R);
+            free(some);
+        }
+        CHECK(all != NULL, "gemm %s: %d rows", ak_dtype_info[t].name, R);
+        free(all);
+        ak_table_free(&tab);
+        w_free(&w);
+    }
 }
 
 /* act 3: the erf-GELU with every gate in [-8, -5), where 1 + erf(x / sqrt 2) cancels in
@@ -933,6 +980,7 @@ int main(void) {
     if (!ak_backend_cuda_present()) { printf("no CUDA GPU: skipped\n"); return 77; }
     if (ak_backend_cpu_create(4, &cpu, &err) || ak_backend_cuda_create(&gpu, &err)) { fprintf(stderr, "%s\n", err.msg); return 1; }
     test_matmul();
+    test_gemm_rows();
     test_act_down();
     test_gated();
     test_decode_layers();
