@@ -34,8 +34,9 @@ struct ak_backend {
      * free GPU memory), so a session too large fails with its size instead of the OOM killer. */
     uint64_t (*mem_available)(ak_backend *b);
     bool weights_copied;   /* buf_import copies the weights (a GPU): they count against mem_available */
-    bool kv_blocks;        /* its rope_kv and attention take each of K and V as F32, F16, Q8_0 or Q4_0;
-                              otherwise F16 or F32, K and V alike */
+    bool kv_blocks;        /* its rope_kv and attention take each of K and V as F32, F16, Q8_0 or Q4_0 (a
+                              combination its kernels lack, encode refuses by name); otherwise F16 or
+                              F32, K and V alike */
     bool rows_as_decode;   /* it runs n rows as n decode steps would round them: its decode attention takes
                               several rows, and its GEMMs honour ak_p_mm.rowwise */
     void (*destroy)(ak_backend *b);

@@ -5,6 +5,14 @@
 #include <stdint.h>
 #include "core/dtype.h"
 
+#ifndef AK_HD   /* inline helpers the CUDA kernels call too */
+#ifdef __CUDACC__
+#define AK_HD __host__ __device__
+#else
+#define AK_HD
+#endif
+#endif
+
 typedef enum {
     AK_K_EMBED = 0,   /* b: table, tokens, out, [pos table, type table] */
     AK_K_NORM,        /* b: x, w, out, [bias]          out = norm(x) * w (+ bias) */
@@ -67,7 +75,7 @@ typedef struct {
  * sum p (H v) = H (sum p v) is rotated back. r for keys: the largest power of two that
  * divides head_dim; for values 64 (or 32), which measured better (PPL) than wider. 0:
  * rows as they are (F32, F16). */
-static inline int ak_kv_rot(int32_t t, int32_t head_dim, int value) {
+static inline AK_HD int ak_kv_rot(int32_t t, int32_t head_dim, int value) {
     if (t != AK_Q8_0 && t != AK_Q4_0) return 0;
     int r = head_dim & -head_dim;
     return value && r > 64 ? 64 : r;

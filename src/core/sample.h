@@ -10,10 +10,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#ifndef AK_HD
 #ifdef __CUDACC__
 #define AK_HD __host__ __device__
 #else
 #define AK_HD
+#endif
 #endif
 
 /* What the table samples itself; wider settings are sampled on the host. The CUDA

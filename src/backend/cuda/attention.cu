@@ -1,8 +1,10 @@
-/* Attention over the head-major KV cache ([kv_head][max_seq][head_dim] per layer), F32 or
- * F16 cache, GQA, causal mask, sliding window and logit softcap.
- * Decode: split-K (flash-decoding), see k_attn_decode.
+/* Attention over the head-major KV cache ([kv_head][max_seq][head_dim] per layer): F32 or
+ * F16 (K and V alike), or for heads of 64 and 128 any mix of F16, Q8_0 and Q4_0 (rows of
+ * blocks, rotated: ak_kv_rot; the tensor-core kernels dequantize tiles to f16 in shared
+ * memory and rotate the output back); GQA, causal mask, sliding window, logit softcap.
+ * Decode: split-K (flash-decoding), see k_attn_decode and k_attn_decode_tc.
  * Prefill: tiled flash attention (online softmax over key tiles in shared memory), on
- * tensor cores for an F16 cache and heads of 64 or 128 (k_attn_prefill_tc). */
+ * tensor cores for heads of 64 or 128 and any cache but F32 (k_attn_prefill_tc). */
 #include <type_traits>
 #include "backend/cuda/common.cuh"
 
@@ -17,10 +19,6 @@ __device__ __forceinline__ void key_range(const ak_p_attn &p, int q, int *lo, in
     *hi = p.causal ? q + 1 : p.kv_len;
     if (*hi > p.kv_len) *hi = p.kv_len;
     *lo = (p.window > 0 && q - p.window + 1 > 0) ? q - p.window + 1 : 0;
-}
-
-__device__ __forceinline__ float kv_at(const void *cache, int f16, size_t i) {
-    return f16 ? __half2float(((const __half *)cache)[i]) : ((const float *)cache)[i];
 }
 
 #define AK_DEC_WARPS 8
@@ -522,14 +520,16 @@ __global__ void __launch_bounds__(AK_PF_THREADS) k_attn_prefill(ak_cuda_args a) 
     key_range(p, p.pos + i0, &klo, &thi);
     key_range(p, p.pos + i0 + nqr - 1, &tlo, &khi);
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    for (int kb = klo; kb < khi; kb += KB) {
+    /* key tiles at multiples of KB: a row meets the same tiles wherever its block starts
+     * (a prompt cut elsewhere rounds the same; tiles it cannot see leave it unchanged) */
+    for (int kb = klo / KB * KB; kb < khi; kb += KB) {
         int nk = min(KB, khi - kb);
         __syncthreads();
         for (int e = threadIdx.x; e < KB * hd; e += blockDim.x) {
             int j = e / hd, d = e % hd;
-            size_t idx = (base + kb + j) * hd + d;
-            K[j * (hd + 1) + d] = j < nk ? kv_at(a.b[1], p.kt == AK_F16, idx) : 0.f;
-            V[e] = j < nk ? kv_at(a.b[2], p.vt == AK_F16, idx) : 0.f;
+            size_t row = base + kb + j;
+            K[j * (hd + 1) + d] = j < nk ? ak_kv_val(a.b[1], p.kt, row, d, hd) : 0.f;
+            V[e] = j < nk ? ak_kv_val(a.b[2], p.vt, row, d, hd) : 0.f;
         }
         __syncthreads();
         for (int e = threadIdx.x; e < QB * KB; e += blockDim.x) {
@@ -575,6 +575,7 @@ __global__ void __launch_bounds__(AK_PF_THREADS) k_attn_prefill(ak_cuda_args a) 
         }
     }
     __syncthreads();
+    ak_wht_block(O, QB, hd, hd, ak_kv_rot(p.vt, hd, 1));   /* a rotated value cache: the output rotated back */
     for (int e = threadIdx.x; e < nqr * hd; e += blockDim.x) {
         int r = e / hd, d = e % hd;
         float inv = L[r] > 0 ? 1.0f / L[r] : 0.f;
@@ -582,7 +583,7 @@ __global__ void __launch_bounds__(AK_PF_THREADS) k_attn_prefill(ak_cuda_args a) 
     }
 }
 
-/* ---- prefill on tensor cores (F16 cache, head_dim 64 or 128) ----
+/* ---- prefill on tensor cores (F16 or quantized cache, head_dim 64 or 128) ----
  * FlashAttention-2 style: a block of 4 warps takes 64 queries of one head, each warp 16
  * of them; key tiles of 64 stream through two shared-memory stages by cp.async (the next
  * loads while one is computed; swizzled, read by ldmatrix, V transposed by it) and
@@ -618,6 +619,63 @@ template <int HD> __device__ __forceinline__ int dtc_at(int r, int c) { return r
 __device__ __forceinline__ void cp16_or_zero(void *d, const void *s, bool ok) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"((uint32_t)__cvta_generic_to_shared(d)), "l"(s), "r"(ok ? 16 : 0));
 }
+/* Rows [0, rows) of a quantized tile (bytes contiguous in the cache) into shared memory
+ * by cp.async, 8 bytes a copy where the row size allows, else 4; the rest of the tile's
+ * nbytes zero (rows past the keys must not be NaN). */
+template <int RB>
+__device__ __forceinline__ void raw_issue(uint8_t *d, const uint8_t *src, int rows, int nbytes) {
+    constexpr int C = RB % 8 ? 4 : 8;
+    const int valid = rows * RB;
+    for (int c = threadIdx.x & 31; c < nbytes / C; c += 32) {
+        const bool ok = C * c < valid;
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"((uint32_t)__cvta_generic_to_shared(d + C * c)),
+                     "l"(ok ? src + C * c : src), "n"(C), "r"(ok ? C : 0));
+    }
+}
+
+/* Two codes as f16 exactly: the bytes b0, b1 of w (each under 256) placed under the
+ * exponent of 1024 (0x64) give 1024 + b; minus `off` leaves b + 1024 - off. */
+__device__ __forceinline__ __half2 codes_h2(uint32_t w, float off) {
+    const uint32_t x = __byte_perm(w, 0x64, 0x4140);
+    return __hsub2(*(const __half2 *)&x, __float2half2_rn(off));
+}
+
+/* A quantized tile's raw rows (shared or global memory; row cur_row, written after the
+ * copies were issued, from the cache itself) to a swizzled f16 tile of nz rows, the
+ * threads of `lanes` (from lane0) a block of 32 values each: the reference's d * q
+ * (Q8_0) or d * (q - 8) (Q4_0), rounded to f16 once (the codes are exact in f16, their
+ * product with d is rounded by __hmul2); rows from nr on zero. */
+template <int T, int HD>
+__device__ __forceinline__ void kv_dequant(__half *dst, const uint8_t *raw, const uint8_t *cache, int nr, int nz, int cur_row,
+                                           int lane0, int lanes) {
+    constexpr int RB = ak_kv_row_bytes(T, HD), BS = T == AK_Q8_0 ? 34 : 18, NB = HD / 32;
+    for (int u = lane0; u < nz * NB; u += lanes) {
+        const int r = u / NB, b = u % NB;
+        if (r >= nr) {
+#pragma unroll
+            for (int c = 0; c < 4; c++) *(uint4 *)(dst + dtc_at<HD>(r, 4 * b + c)) = make_uint4(0, 0, 0, 0);
+            continue;
+        }
+        const uint8_t *src = (r == cur_row ? cache : raw + r * RB) + b * BS;
+        const __half2 d = __half2half2(*(const __half *)src);
+        const uint16_t *q = (const uint16_t *)(src + 2);   /* blocks start at even offsets */
+        __align__(16) __half2 h[16];
+        if (T == AK_Q8_0) {
+#pragma unroll
+            for (int i = 0; i < 16; i++) h[i] = __hmul2(codes_h2(q[i] ^ 0x8080u, 1152.f), d);   /* q + 128 under the exponent */
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const uint32_t w = q[i];
+                h[i] = __hmul2(codes_h2(w & 0x0F0Fu, 1032.f), d);
+                h[i + 8] = __hmul2(codes_h2((w >> 4) & 0x0F0Fu, 1032.f), d);
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < 4; c++) *(uint4 *)(dst + dtc_at<HD>(r, 4 * b + c)) = ((const uint4 *)h)[c];
+    }
+}
+
 /* x as hi + lo halves, packed in pairs: (a, b) -> the hi pair and the lo pair */
 __device__ __forceinline__ void split_h2(float x0, float x1, uint32_t &hi, uint32_t &lo) {
     const __half2 h = __floats2half2_rn(x0, x1);
@@ -634,8 +692,9 @@ template <int HD> static __host__ __device__ size_t tc_smem() {
     return ((size_t)AK_TC_Q * AK_TC_QS(HD) + (size_t)2 * 2 * AK_TC_K * HD) * 2;
 }
 
-template <int HD>
+template <int HD, int KT, int VT>
 __global__ void __launch_bounds__(128) k_attn_prefill_tc(ak_cuda_args a) {
+    constexpr bool KQ = KT != AK_F16, VQ = VT != AK_F16;
     extern __shared__ __align__(16) __half tsm[];
     constexpr int QS = AK_TC_QS(HD), TILE = 2 * AK_TC_K * HD;   /* K then V, per stage */
     __half *Qs = tsm, *kv = Qs + AK_TC_Q * QS;
@@ -646,6 +705,8 @@ __global__ void __launch_bounds__(128) k_attn_prefill_tc(ak_cuda_args a) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const size_t base = (size_t)(h / group) * p.max_seq * HD;
     const __half *kc = (const __half *)a.b[1], *vc = (const __half *)a.b[2];
+    const uint8_t *kq = (const uint8_t *)a.b[1] + (size_t)(h / group) * p.max_seq * ak_kv_row_bytes(KT, HD);
+    const uint8_t *vq = (const uint8_t *)a.b[2] + (size_t)(h / group) * p.max_seq * ak_kv_row_bytes(VT, HD);
     for (int e = threadIdx.x; e < AK_TC_Q * HD / 2; e += blockDim.x) {
         int r = e / (HD / 2), d = 2 * (e % (HD / 2));
         const float *q = (const float *)a.b[0] + (size_t)(i0 + r) * p.ld_q + (size_t)h * HD + d;
@@ -670,18 +731,25 @@ __global__ void __launch_bounds__(128) k_attn_prefill_tc(ak_cuda_args a) {
         qf[kk][2] = *(const uint32_t *)(q0 + 8);
         qf[kk][3] = *(const uint32_t *)(q0 + 8 * QS + 8);
     }
-    /* tile kb's K and V into stage st by cp.async (zeros past khi: V's must not be NaN) */
+    /* tile kb's K and V into stage st by cp.async (zeros past khi: V's must not be NaN);
+     * a quantized cache's tile dequantized straight from the cache (its loads then wait) */
     auto fetch = [&](int kb, int st) {
-        if (kb < khi)
+        if (kb < khi) {
             for (int e = threadIdx.x; e < AK_TC_K * HD / 8; e += blockDim.x) {
                 const int j = e / (HD / 8), c = e % (HD / 8);
                 const bool ok = kb + j < khi;
                 const size_t off = ok ? base + (size_t)(kb + j) * HD + 8 * c : 0;
-                cp16_or_zero(kv + st * TILE + dtc_at<HD>(j, c), kc + off, ok);
-                cp16_or_zero(kv + st * TILE + AK_TC_K * HD + dtc_at<HD>(j, c), vc + off, ok);
+                if (!KQ) cp16_or_zero(kv + st * TILE + dtc_at<HD>(j, c), kc + off, ok);
+                if (!VQ) cp16_or_zero(kv + st * TILE + AK_TC_K * HD + dtc_at<HD>(j, c), vc + off, ok);
             }
+            const int nr = min(AK_TC_K, khi - kb);
+            if (KQ) kv_dequant<KT, HD>(kv + st * TILE, kq + (size_t)kb * ak_kv_row_bytes(KT, HD), kq, nr, AK_TC_K, -1, threadIdx.x, blockDim.x);
+            if (VQ) kv_dequant<VT, HD>(kv + st * TILE + AK_TC_K * HD, vq + (size_t)kb * ak_kv_row_bytes(VT, HD), vq, nr, AK_TC_K, -1,
+                                       threadIdx.x, blockDim.x);
+        }
         ak_cp_async_commit();
     };
+    klo = klo / AK_TC_K * AK_TC_K;   /* tiles at multiples of AK_TC_K, as k_attn_prefill's */
     fetch(klo, 0);
     for (int kb = klo, st = 0; kb < khi; kb += AK_TC_K, st ^= 1) {
         fetch(kb + AK_TC_K, st ^ 1);   /* the next tile loads while this one is computed */
@@ -759,14 +827,27 @@ __global__ void __launch_bounds__(128) k_attn_prefill_tc(ak_cuda_args a) {
     float *out = (float *)a.b[3] + (size_t)h * HD + 2 * t;
     const size_t ld = (size_t)p.n_heads * HD;
     const int ra = 16 * w + g, rb = ra + 8;
+    if constexpr (VQ) {   /* a rotated value cache: the rows rotated back in shared memory (the stages are free) */
+        float *os = reinterpret_cast<float *>(tsm);
 #pragma unroll
-    for (int u = 0; u < HD / 8; u++) {
-        if (ra < nqr) *(float2 *)(out + (size_t)(i0 + ra) * ld + 8 * u) = make_float2(o[u][0] * l[0], o[u][1] * l[0]);
-        if (rb < nqr) *(float2 *)(out + (size_t)(i0 + rb) * ld + 8 * u) = make_float2(o[u][2] * l[1], o[u][3] * l[1]);
+        for (int u = 0; u < HD / 8; u++) {
+            *(float2 *)(os + ra * HD + 8 * u + 2 * t) = make_float2(o[u][0] * l[0], o[u][1] * l[0]);
+            *(float2 *)(os + rb * HD + 8 * u + 2 * t) = make_float2(o[u][2] * l[1], o[u][3] * l[1]);
+        }
+        __syncthreads();
+        ak_wht_block(os, AK_TC_Q, HD, HD, ak_kv_rot(VT, HD, 1));
+        for (int e = threadIdx.x; e < nqr * HD; e += blockDim.x)
+            ((float *)a.b[3])[(size_t)(i0 + e / HD) * ld + (size_t)h * HD + e % HD] = os[e];
+    } else {
+#pragma unroll
+        for (int u = 0; u < HD / 8; u++) {
+            if (ra < nqr) *(float2 *)(out + (size_t)(i0 + ra) * ld + 8 * u) = make_float2(o[u][0] * l[0], o[u][1] * l[0]);
+            if (rb < nqr) *(float2 *)(out + (size_t)(i0 + rb) * ld + 8 * u) = make_float2(o[u][2] * l[1], o[u][3] * l[1]);
+        }
     }
 }
 
-/* ---- decode on tensor cores (F16 cache, heads of 64 or 128) ----
+/* ---- decode on tensor cores (F16 or quantized cache, heads of 64 or 128) ----
  * The scalar kernel spends about 140 instructions a key on an 8B shape (its lanes split
  * the head, so every score is a warp reduction): at depth it is bound by issue, near half
  * the H100's bandwidth. Here the query heads of a KV head (up to AK_DTC_MG) are the rows
@@ -780,16 +861,26 @@ __global__ void __launch_bounds__(128) k_attn_prefill_tc(ak_cuda_args a) {
 #define AK_DTC_WARPS 4
 #define AK_DTC_MG 8
 #define AK_DTC_K 16
-template <int HD> struct dtc_cfg {
-    static constexpr int TILE = 2 * AK_DTC_K * HD;   /* halves of a K and V tile */
-    static constexpr int P = HD > 64 ? 2 : 3;   /* 64 KB a block at head 128: three an SM */
-    static constexpr size_t PIPE = (size_t)P * AK_DTC_WARPS * TILE * 2;
+/* A warp's pipeline stage holds a tile's K then V: swizzled f16 rows for an F16 cache, the
+ * raw rows (16 consecutive rows are contiguous) for a quantized one, which the warp turns
+ * into a swizzled f16 tile of its own (CONV) before the products. */
+template <int HD, int KT, int VT> struct dtc_cfg {
+    static constexpr bool KQ = KT != AK_F16, VQ = VT != AK_F16;
+    static constexpr int F16T = AK_DTC_K * HD * 2;   /* bytes of an f16 tile */
+    static constexpr int KB = KQ ? (AK_DTC_K * ak_kv_row_bytes(KT, HD) + 15) / 16 * 16 : F16T;
+    static constexpr int VB = VQ ? (AK_DTC_K * ak_kv_row_bytes(VT, HD) + 15) / 16 * 16 : F16T;
+    static constexpr int STAGE = KB + VB, CONV = (KQ + VQ) * F16T;
+    static constexpr int P = HD > 64 ? 2 : 3;   /* 64 KB a block at head 128 (F16): three an SM */
+    static constexpr int WARP = P * STAGE + CONV;
+    static constexpr size_t PIPE = (size_t)AK_DTC_WARPS * WARP;
     static constexpr size_t SH = sizeof(float) * AK_DTC_WARPS * AK_DTC_MG * (HD + 2);
     static constexpr size_t SMEM = PIPE > SH ? PIPE : SH;
 };
-template <int HD>
+
+template <int HD, int KT, int VT>
 __global__ void __launch_bounds__(AK_DTC_WARPS * 32) k_attn_decode_tc(ak_cuda_args a) {
-    using C = dtc_cfg<HD>;
+    using C = dtc_cfg<HD, KT, VT>;
+    constexpr bool KQ = C::KQ, VQ = C::VQ;
     constexpr int W = AK_DTC_WARPS, MG = AK_DTC_MG, DPL = HD / 32;
     extern __shared__ __align__(16) uint8_t shraw[];
     float (*sh)[MG][HD + 2] = reinterpret_cast<float (*)[MG][HD + 2]>(shraw);
@@ -806,22 +897,30 @@ __global__ void __launch_bounds__(AK_DTC_WARPS * 32) k_attn_decode_tc(ak_cuda_ar
     const int group = p.n_heads / p.n_kv_heads;
     const int kvh = d.kvh, g0 = d.g0, G = d.G, s = d.s, S = d.S, k0 = d.k0, k1 = d.k1, cur = d.cur;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
-    const __half *kc = (const __half *)a.b[1] + (size_t)kvh * p.max_seq * HD, *vc = (const __half *)a.b[2] + (size_t)kvh * p.max_seq * HD;
-    __half *mine = reinterpret_cast<__half *>(shraw) + (size_t)w * C::P * C::TILE;
+    const size_t head0 = (size_t)kvh * p.max_seq;
+    const __half *kc = (const __half *)a.b[1] + head0 * HD, *vc = (const __half *)a.b[2] + head0 * HD;
+    const uint8_t *kq = (const uint8_t *)a.b[1] + head0 * ak_kv_row_bytes(KT, HD);
+    const uint8_t *vq = (const uint8_t *)a.b[2] + head0 * ak_kv_row_bytes(VT, HD);
+    uint8_t *mine = shraw + (size_t)w * C::WARP;
+    __half *kconv = reinterpret_cast<__half *>(mine + C::P * C::STAGE), *vconv = kconv + (KQ ? AK_DTC_K * HD : 0);
     /* the warp's i-th tile: keys k0 + AK_DTC_K (w + W i) on; the key of this position
-     * (cur) is made in this kernel and copied in when its tile is computed */
+     * (cur) is made in this kernel (or by the rope_kv before it, which may still run)
+     * and read when its tile is computed */
     auto issue = [&](int i) {
         const int j0 = k0 + AK_DTC_K * (w + W * i);
         if (j0 < k1) {
-            __half *d = mine + (size_t)(i % C::P) * C::TILE;
+            uint8_t *d = mine + (size_t)(i % C::P) * C::STAGE;
 #pragma unroll
             for (int c = lane; c < AK_DTC_K * HD / 8; c += 32) {
                 const int r = c / (HD / 8), col = 8 * (c % (HD / 8)), j = j0 + r;
                 const bool ok = j < k1 && j < cur;
                 const size_t off = ok ? (size_t)j * HD + col : 0;
-                cp16_or_zero(d + dtc_at<HD>(r, col / 8), kc + off, ok);
-                cp16_or_zero(d + AK_DTC_K * HD + dtc_at<HD>(r, col / 8), vc + off, ok);
+                if (!KQ) cp16_or_zero((__half *)d + dtc_at<HD>(r, col / 8), kc + off, ok);
+                if (!VQ) cp16_or_zero((__half *)(d + C::KB) + dtc_at<HD>(r, col / 8), vc + off, ok);
             }
+            const int rows = min(AK_DTC_K, min(k1, cur) - j0);
+            if (KQ) raw_issue<ak_kv_row_bytes(KT, HD)>(d, kq + (size_t)j0 * ak_kv_row_bytes(KT, HD), rows, C::KB);
+            if (VQ) raw_issue<ak_kv_row_bytes(VT, HD)>(d + C::KB, vq + (size_t)j0 * ak_kv_row_bytes(VT, HD), rows, C::VB);
         }
         ak_cp_async_commit();
     };
@@ -832,7 +931,7 @@ __global__ void __launch_bounds__(AK_DTC_WARPS * 32) k_attn_decode_tc(ak_cuda_ar
     tr_.start(a, st_);
     if (st_.stopped) return;
     const float *qv = (const float *)a.b[0] + (size_t)(p.n - 1) * p.ld_q + (size_t)(kvh * group + g0) * HD;
-    if (a.rope.head_dim) {
+    if (!KQ && !VQ && a.rope.head_dim) {   /* folded only over an F16 cache (rope_foldable) */
         rope_fold<DPL, true>(a, p, kvh, kvh * group + g0, G, s == S - 1, sq, rcs);
         qv = &sq[0][0];
     }
@@ -858,16 +957,20 @@ __global__ void __launch_bounds__(AK_DTC_WARPS * 32) k_attn_decode_tc(ak_cuda_ar
         issue(i + C::P - 1);   /* into the slot computed last round */
         ak_cp_async_wait<C::P - 1>();
         __syncwarp();   /* the other lanes' copies */
-        __half *kt = mine + (size_t)(i % C::P) * C::TILE, *vt = kt + AK_DTC_K * HD;
-        if (cur >= j0 && cur < j0 + AK_DTC_K && cur < k1) {
-            const int r = cur - j0;
+        uint8_t *sd = mine + (size_t)(i % C::P) * C::STAGE;
+        const __half *kt = KQ ? kconv : (const __half *)sd, *vt = VQ ? vconv : (const __half *)(sd + C::KB);
+        const int cur_row = cur >= j0 && cur < j0 + AK_DTC_K && cur < k1 ? cur - j0 : -1;
+        if (KQ) kv_dequant<KT, HD>(kconv, sd, kq + (size_t)cur * ak_kv_row_bytes(KT, HD), AK_DTC_K, AK_DTC_K, cur_row, lane, 32);
+        if (VQ) kv_dequant<VT, HD>(vconv, sd + C::KB, vq + (size_t)cur * ak_kv_row_bytes(VT, HD), AK_DTC_K, AK_DTC_K, cur_row, lane, 32);
+        if (cur_row >= 0 && (!KQ || !VQ)) {
             for (int c = lane; c < HD / 4; c += 32) {
                 const bool v = c >= HD / 8;
                 const int col = 8 * (c % (HD / 8));
-                *(uint4 *)((v ? vt : kt) + dtc_at<HD>(r, col / 8)) = *(const uint4 *)((v ? vc : kc) + (size_t)cur * HD + col);
+                if (v ? VQ : KQ) continue;
+                *(uint4 *)((__half *)(v ? sd + C::KB : sd) + dtc_at<HD>(cur_row, col / 8)) = *(const uint4 *)((v ? vc : kc) + (size_t)cur * HD + col);
             }
-            __syncwarp();
         }
+        if (KQ || VQ || cur_row >= 0) __syncwarp();
         /* S = Q K^T for keys 8 n8 on; even and odd k16 steps in two accumulators (two
          * chains of dependent mma, not one twice as long) */
         float sa[2][4], sb[2][4];
@@ -937,12 +1040,15 @@ __global__ void __launch_bounds__(AK_DTC_WARPS * 32) k_attn_decode_tc(ak_cuda_ar
         sh[w][g][2 + 8 * u + 2 * t4 + 1] = o[u][1] + o[u][3];
     }
     __syncthreads();
+    /* a rotated value cache: each warp's weighted V rotated back (the merges after are
+     * linear in it) */
+    if (VQ) ak_wht_block(&sh[0][0][2], W * MG, HD + 2, HD, ak_kv_rot(VT, HD, 1));
     dec_finish<W, MG, HD>(a, p, sh, fw, mw, &last, kvh * group + g0, G, s, S);
 }
 
-/* Decode heads per block: AK_DTC_MG on tensor cores (an F16 cache, heads of 64 or 128),
- * else the scalar kernel's dec_mg. */
-static bool dec_tc(const ak_p_attn *p) { return p->kt == AK_F16 && (p->head_dim == 64 || p->head_dim == 128); }
+/* Decode heads per block: AK_DTC_MG on tensor cores (an F16 or quantized cache, heads of
+ * 64 or 128), else the scalar kernel's dec_mg. */
+static bool dec_tc(const ak_p_attn *p) { return p->kt != AK_F32 && (p->head_dim == 64 || p->head_dim == 128); }
 
 /* Decode splits of the cache (the grid's y): enough blocks for two per SM at any depth, so
  * that a deep cache streams from every SM (with 16 splits and 8 KV heads, one block an SM,
@@ -956,15 +1062,41 @@ extern "C" int ak_cuda_attn_splits(const ak_p_attn *p, int n_sm) {
     return ak_attn_used_splits(p->max_seq, s);
 }
 
-template <int HD> static cudaError_t attn_decode_tc(const ak_cuda_cmd *c, cudaStream_t st) {
+template <int HD, int KT, int VT> static cudaError_t attn_decode_tc(const ak_cuda_cmd *c, cudaStream_t st) {
     const ak_p_attn *p = (const ak_p_attn *)c->a.p;
     const int group = p->n_heads / p->n_kv_heads, passes = (group + AK_DTC_MG - 1) / AK_DTC_MG;
-    return ak_launch(k_attn_decode_tc<HD>, dim3(p->n_kv_heads * passes, c->aux[1]), dim3(AK_DTC_WARPS * 32), dtc_cfg<HD>::SMEM, st, c->a);
+    return ak_launch(k_attn_decode_tc<HD, KT, VT>, dim3(p->n_kv_heads * passes, c->aux[1]), dim3(AK_DTC_WARPS * 32),
+                     dtc_cfg<HD, KT, VT>::SMEM, st, c->a);
+}
+/* The tensor-core kernels' instantiations for every (K, V) cache pair of F16, Q8_0 and
+ * Q4_0: F::go launches (or, with c NULL, raises the shared-memory limit of) the one for
+ * head HD. */
+struct dec_tc_k {
+    template <int HD, int KT, int VT> static cudaError_t go(const ak_cuda_cmd *c, cudaStream_t st) {
+        if (c) return attn_decode_tc<HD, KT, VT>(c, st);
+        return cudaFuncSetAttribute(k_attn_decode_tc<HD, KT, VT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dtc_cfg<HD, KT, VT>::SMEM);
+    }
+};
+struct pf_tc_k {
+    template <int HD, int KT, int VT> static cudaError_t go(const ak_cuda_cmd *c, cudaStream_t st) {
+        if (!c) return cudaFuncSetAttribute(k_attn_prefill_tc<HD, KT, VT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tc_smem<HD>());
+        const ak_p_attn *p = (const ak_p_attn *)c->a.p;
+        return ak_launch(k_attn_prefill_tc<HD, KT, VT>, dim3(p->n_heads, ak_cdiv(c->rows, AK_TC_Q)), dim3(128), tc_smem<HD>(), st, c->a);
+    }
+};
+template <class F, int HD, int KT> static cudaError_t kv_pair_v(int vt, const ak_cuda_cmd *c, cudaStream_t st) {
+    return vt == AK_Q8_0 ? F::template go<HD, KT, AK_Q8_0>(c, st)
+         : vt == AK_Q4_0 ? F::template go<HD, KT, AK_Q4_0>(c, st) : F::template go<HD, KT, AK_F16>(c, st);
+}
+template <class F> static cudaError_t kv_pair(int hd, int kt, int vt, const ak_cuda_cmd *c, cudaStream_t st) {
+    if (hd == 64)
+        return kt == AK_Q8_0 ? kv_pair_v<F, 64, AK_Q8_0>(vt, c, st) : kt == AK_Q4_0 ? kv_pair_v<F, 64, AK_Q4_0>(vt, c, st) : kv_pair_v<F, 64, AK_F16>(vt, c, st);
+    return kt == AK_Q8_0 ? kv_pair_v<F, 128, AK_Q8_0>(vt, c, st) : kt == AK_Q4_0 ? kv_pair_v<F, 128, AK_Q4_0>(vt, c, st) : kv_pair_v<F, 128, AK_F16>(vt, c, st);
 }
 
 extern "C" int ak_cuda_attn_decode(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
     const ak_p_attn *p = (const ak_p_attn *)c->a.p;
-    if (dec_tc(p)) return (int)(p->head_dim == 64 ? attn_decode_tc<64>(c, x->stream) : attn_decode_tc<128>(c, x->stream));
+    if (dec_tc(p)) return (int)kv_pair<dec_tc_k>(p->head_dim, p->kt, p->vt, c, x->stream);
     switch (p->head_dim) {
     case 32: return (int)attn_decode_group<1>(c, x->stream);
     case 64: return (int)attn_decode_group<2>(c, x->stream);
@@ -976,11 +1108,7 @@ extern "C" int ak_cuda_attn_decode(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
 
 extern "C" int ak_cuda_attn_prefill(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
     const ak_p_attn *p = (const ak_p_attn *)c->a.p;
-    if (p->kt == AK_F16 && (p->head_dim == 64 || p->head_dim == 128)) {
-        dim3 grid(p->n_heads, ak_cdiv(c->rows, AK_TC_Q));
-        if (p->head_dim == 64) return (int)ak_launch(k_attn_prefill_tc<64>, grid, dim3(128), tc_smem<64>(), x->stream, c->a);
-        return (int)ak_launch(k_attn_prefill_tc<128>, grid, dim3(128), tc_smem<128>(), x->stream, c->a);
-    }
+    if (p->kt != AK_F32 && (p->head_dim == 64 || p->head_dim == 128)) return (int)kv_pair<pf_tc_k>(p->head_dim, p->kt, p->vt, c, x->stream);
     dim3 grid(p->n_heads, ak_cdiv(c->rows, AK_PF_QB));
     return (int)ak_launch(k_attn_prefill, dim3(grid), dim3(AK_PF_THREADS), pf_smem(p->head_dim), x->stream, c->a);
 }
@@ -991,9 +1119,10 @@ extern "C" int ak_cuda_init_attention(void) {
     if (e == cudaSuccess) e = dec_attrs<2>();
     if (e == cudaSuccess) e = dec_attrs<4>();
     if (e == cudaSuccess) e = dec_attrs<8>();
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_attn_decode_tc<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dtc_cfg<64>::SMEM);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_attn_decode_tc<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dtc_cfg<128>::SMEM);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_attn_prefill_tc<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tc_smem<64>());
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_attn_prefill_tc<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tc_smem<128>());
+    const int kvt[3] = {AK_F16, AK_Q8_0, AK_Q4_0};
+    for (int i = 0; i < 18 && e == cudaSuccess; i++) {
+        e = kv_pair<dec_tc_k>(i < 9 ? 64 : 128, kvt[i % 9 / 3], kvt[i % 3], NULL, 0);
+        if (e == cudaSuccess) e = kv_pair<pf_tc_k>(i < 9 ? 64 : 128, kvt[i % 9 / 3], kvt[i % 3], NULL, 0);
+    }
     return (int)e;
 }

@@ -202,9 +202,26 @@ static cudaError_t capture(cuda_backend *cb, cuda_table *t, int steps, cudaGraph
 /* Features the table may ask for that these kernels lack: refuse them at encode rather
  * than compute something else (encoders' LayerNorm, learned positions and plain
  * activation; the MLX block types). */
+/* The KV caches the kernels take: F32 or F16, K and V alike; or F16, Q8_0 and Q4_0 in any
+ * mix for heads of 64 or 128 (the tensor-core decode; the rope_kv writes them all). */
+static const char *kv_unsupported(int kt, int vt, int hd) {
+    bool q = kt == AK_Q8_0 || kt == AK_Q4_0 || vt == AK_Q8_0 || vt == AK_Q4_0;
+    if (!q) return kt == vt ? NULL : "K and V caches of different float types";
+    if (kt == AK_F32 || vt == AK_F32) return "an F32 cache beside a quantized one";
+    return hd == 64 || hd == 128 ? NULL : "a quantized KV cache with heads of other than 64 or 128 dimensions";
+}
+
 static const char *unsupported(const ak_cmd *c) {
     const void *p = c->params;
     switch (c->kernel) {
+    case AK_K_ROPE_KV: {
+        const ak_p_rope_kv *r = p;
+        return kv_unsupported(r->kt, r->vt, r->head_dim);
+    }
+    case AK_K_ATTN_PREFILL: {
+        const ak_p_attn *a = p;
+        return kv_unsupported(a->kt, a->vt, a->head_dim);
+    }
     case AK_K_NORM: case AK_K_ADD_NORM:
         return (((const ak_p_norm *)p)->flags & AK_NORM_F_LAYER) ? "LayerNorm" : NULL;
     case AK_K_EMBED: {
@@ -220,8 +237,10 @@ static const char *unsupported(const ak_cmd *c) {
     }
     case AK_K_GEMV_ACT_DOWN: return ((const ak_p_act_down *)p)->dtype >= AK_MLX_Q2 ? "an MLX weight type" : NULL;
     case AK_K_ATTN_DECODE: {
-        int hd = ((const ak_p_attn *)p)->head_dim;
-        return hd == 32 || hd == 64 || hd == 128 || hd == 256 ? NULL : "heads of other than 32, 64, 128 or 256 dimensions";
+        const ak_p_attn *a = p;
+        int hd = a->head_dim;
+        if (hd != 32 && hd != 64 && hd != 128 && hd != 256) return "heads of other than 32, 64, 128 or 256 dimensions";
+        return kv_unsupported(a->kt, a->vt, hd);
     }
     default: return NULL;
     }
@@ -299,7 +318,7 @@ static bool rope_foldable(const cuda_table *t, const ak_table *tab, int i) {
     if (n->kernel != AK_K_ATTN_DECODE || r->n != 1 || at->n != 1 || n->a.b[0] != c->a.b[0] || at->ld_q != r->ld ||
         n->a.b[1] != c->a.b[4] || n->a.b[2] != c->a.b[5] || at->kt != r->kt || at->vt != r->vt || at->max_seq != r->max_seq ||
         at->head_dim != r->head_dim || at->n_heads != r->n_heads || at->n_kv_heads != r->n_kv_heads ||
-        r->n_rot % 2 || r->n_rot > r->head_dim)
+        r->n_rot % 2 || r->n_rot > r->head_dim || (r->kt != AK_F16 && r->kt != AK_F32) || r->vt != r->kt)
         return false;
     const void *row = c->a.b[0];
     for (int j = i + 2; j < t->n; j++) {
@@ -746,6 +765,7 @@ ak_status ak_backend_cuda_create(ak_backend **out, ak_err *err) {
     b->read_bandwidth = cu_bandwidth;
     b->mem_available = cu_mem_available;
     b->weights_copied = true;
+    b->kv_blocks = true;   /* with limits (kv_unsupported): encode says which */
     b->destroy = cu_destroy;
     *out = b;
     return AK_OK;

@@ -192,4 +192,89 @@ __host__ __device__ inline int ak_attn_used_splits(int keys, int grid_splits) {
 
 static inline int ak_cdiv(int64_t a, int64_t b) { return (int)((a + b - 1) / b); }
 
+/* ---- the KV cache's row types: F32, F16, or Q8_0 / Q4_0 blocks (rotated: ak_kv_rot) ---- */
+__host__ __device__ constexpr int ak_kv_row_bytes(int t, int hd) {
+    return t == AK_F32 ? 4 * hd : t == AK_F16 ? 2 * hd : t == AK_Q8_0 ? hd / 32 * 34 : hd / 32 * 18;
+}
+
+/* The orthonormal Walsh-Hadamard transform of order r on every block of r of n values in
+ * shared memory (ak_cpu_wht's butterflies and scale), a warp's lanes together. */
+__device__ __forceinline__ void ak_wht_warp(float *x, int n, int r) {
+    if (r <= 1) return;
+    const int lane = threadIdx.x & 31;
+    for (int h = 1; h < r; h *= 2) {
+        for (int i = lane; i < n / 2; i += 32) {
+            const int k = i % (r / 2), j = i / (r / 2) * r + k / h * 2 * h + k % h;
+            const float u = x[j], v = x[j + h];
+            x[j] = u + v;
+            x[j + h] = u - v;
+        }
+        __syncwarp();
+    }
+    const float sc = 1.0f / sqrtf((float)r);
+    for (int i = lane; i < n; i += 32) x[i] *= sc;
+    __syncwarp();
+}
+
+/* The same on nv vectors of n values at a stride of ld floats, a block's threads together
+ * (every thread of the block calls it). */
+__device__ __forceinline__ void ak_wht_block(float *x, int nv, int ld, int n, int r) {
+    if (r <= 1) return;
+    const int half = n / 2;
+    for (int h = 1; h < r; h *= 2) {
+        for (int t = threadIdx.x; t < nv * half; t += blockDim.x) {
+            const int i = t % half, k = i % (r / 2), j = i / (r / 2) * r + k / h * 2 * h + k % h;
+            float *y = x + (size_t)(t / half) * ld;
+            const float u = y[j], v = y[j + h];
+            y[j] = u + v;
+            y[j + h] = u - v;
+        }
+        __syncthreads();
+    }
+    const float sc = 1.0f / sqrtf((float)r);
+    for (int t = threadIdx.x; t < nv * n; t += blockDim.x) x[(size_t)(t / n) * ld + t % n] *= sc;
+    __syncthreads();
+}
+
+/* Value d of cache row `row` (head_dim hd, type t), as the reference dequantizes it. */
+__device__ __forceinline__ float ak_kv_val(const void *cache, int t, size_t row, int d, int hd) {
+    if (t == AK_F32) return ((const float *)cache)[row * hd + d];
+    if (t == AK_F16) return __half2float(((const __half *)cache)[row * hd + d]);
+    const int bs = t == AK_Q8_0 ? 34 : 18, i = d % 32;
+    const uint8_t *b = (const uint8_t *)cache + row * (size_t)(hd / 32) * bs + (size_t)(d / 32) * bs;
+    const float sc = __half2float(*(const __half *)b);
+    if (t == AK_Q8_0) return sc * (float)(int8_t)b[2 + i];
+    return (float)((i < 16 ? b[2 + i] & 15 : b[2 + i - 16] >> 4) - 8) * sc;
+}
+
+/* x[0, hd) (shared memory) into cache row `row`, a warp's lanes together: F32, F16, or
+ * the blocks ak_quantize_q8_0 / ak_quantize_q4_0 make. */
+__device__ __forceinline__ void ak_kv_store(void *cache, int t, size_t row, const float *x, int hd) {
+    const int lane = threadIdx.x & 31;
+    if (t == AK_F32 || t == AK_F16) {
+        for (int k = lane; k < hd; k += 32) {
+            if (t == AK_F16) ((__half *)cache)[row * hd + k] = __float2half_rn(x[k]);
+            else ((float *)cache)[row * hd + k] = x[k];
+        }
+        return;
+    }
+    const int bs = t == AK_Q8_0 ? 34 : 18;
+    uint8_t *o = (uint8_t *)cache + row * (size_t)(hd / 32) * bs;
+    for (int b = 0; b < hd / 32; b++, o += bs) {
+        const float v = x[32 * b + lane], av = fabsf(v), amax = ak_warp_max(av);
+        float d;
+        if (t == AK_Q8_0) d = amax / 127.0f;
+        else d = __shfl_sync(0xffffffffu, v, __ffs(__ballot_sync(0xffffffffu, av == amax)) - 1) / -8.0f;   /* the first largest, signed */
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        if (lane == 0) *(__half *)o = __float2half_rn(d);
+        if (t == AK_Q8_0) {
+            o[2 + lane] = (uint8_t)(int8_t)roundf(v * id);
+        } else {
+            const float hi = __shfl_down_sync(0xffffffffu, v, 16);
+            const int ql = (int)(v * id + 8.5f), qh = (int)(hi * id + 8.5f);
+            if (lane < 16) o[2 + lane] = (uint8_t)((ql < 15 ? ql : 15) | (qh < 15 ? qh : 15) << 4);
+        }
+    }
+}
+
 #endif

@@ -1,5 +1,5 @@
-/* Fused [bias +] [per-head RMSNorm (Qwen3) +] RoPE + KV-cache write: one warp per
- * (token, head). Angles are pos * inv_freq in float32 with accurate cosf/sinf, as the
+/* Fused [bias +] [per-head RMSNorm (Qwen3) +] RoPE [+ rotation] + KV-cache write (F32,
+ * F16, Q8_0 or Q4_0, K and V each): one warp per (token, head). Angles are pos * inv_freq in float32 with accurate cosf/sinf, as the
  * CPU and the float32 reference compute them. */
 #include "backend/cuda/common.cuh"
 
@@ -10,7 +10,7 @@
  * the steps need no block barrier (a decode step is a few dozen heads: latency, not
  * bandwidth, is what counts). */
 __global__ void __launch_bounds__(AK_ROPE_WARPS * 32) k_rope_kv(ak_cuda_args a) {
-    __shared__ float sxs[AK_ROPE_WARPS][AK_ROPE_MAX_HD];
+    __shared__ float sxs[AK_ROPE_WARPS][AK_ROPE_MAX_HD], svs[AK_ROPE_WARPS][AK_ROPE_MAX_HD];
     AK_KERNEL_ENTRY(ak_p_rope_kv, p);
     const int lane = threadIdx.x & 31, hd = p.head_dim, nh = p.n_heads, per = nh + p.n_kv_heads;
     const int item = blockIdx.x * AK_ROPE_WARPS + (threadIdx.x >> 5);
@@ -47,22 +47,19 @@ __global__ void __launch_bounds__(AK_ROPE_WARPS * 32) k_rope_kv(ak_cuda_args a) 
         }
         __syncwarp();
     }
+    ak_wht_warp(sx, hd, ak_kv_rot(p.kt, hd, 0));   /* a rotated key cache: Q and K alike */
     for (int k = lane; k < hd; k += 32) x[k] = sx[k];
     if (is_q) return;
     const int kh = h - nh;
-    const size_t idx = ((size_t)kh * p.max_seq + (size_t)pos) * hd;
-    float *v = row + nq + nk + kh * hd;
-    for (int k = lane; k < hd; k += 32) {
-        float vv = has_bias ? v[k] + bias[nq + nk + kh * hd + k] : v[k];
-        if (has_bias) v[k] = vv;
-        if (p.kt == AK_F16) {   /* K and V alike on this backend (backend.h: kv_blocks) */
-            ((__half *)a.b[4])[idx + k] = __float2half_rn(sx[k]);
-            ((__half *)a.b[5])[idx + k] = __float2half_rn(vv);
-        } else {
-            ((float *)a.b[4])[idx + k] = sx[k];
-            ((float *)a.b[5])[idx + k] = vv;
-        }
-    }
+    const size_t crow = (size_t)kh * p.max_seq + (size_t)pos;
+    ak_kv_store(a.b[4], p.kt, crow, sx, hd);
+    float *v = row + nq + nk + kh * hd, *sv = svs[threadIdx.x >> 5];
+    for (int k = lane; k < hd; k += 32) sv[k] = has_bias ? v[k] + bias[nq + nk + kh * hd + k] : v[k];
+    __syncwarp();
+    ak_wht_warp(sv, hd, ak_kv_rot(p.vt, hd, 1));
+    if (has_bias || ak_kv_rot(p.vt, hd, 1))   /* the row as the CPU leaves it */
+        for (int k = lane; k < hd; k += 32) v[k] = sv[k];
+    ak_kv_store(a.b[5], p.vt, crow, sv, hd);
 }
 
 extern "C" int ak_cuda_rope_kv(const ak_cuda_cmd *c, ak_cuda_ctx *x) {

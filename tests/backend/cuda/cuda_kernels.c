@@ -2,12 +2,13 @@
  * activation+down against double-precision references built from the reference
  * dequantizers (the CPU backend quantizes activations, so it is not exact there); the
  * other kernels against the CPU backend on the same inputs. GEMV and GEMM for every
- * dtype (fast and generic GEMV paths, batched GEMV, cuBLAS GEMM, multi-segment, mixed
- * dtypes, bias, last row only), activation+down, two layers of fused decode GEMVs over 9
+ * dtype (fast and generic GEMV paths, batched GEMV, cuBLAS GEMM and its rows independent of
+ * the call's row count, multi-segment, mixed dtypes, bias, last row only), activation+down, two layers of fused decode GEMVs over 9
  * steps, embedding per dtype (repacked and file layouts), decode attention at long
  * context (split-K), decode attention with its split merge folded into the output
  * projection, and tiled prefill attention (GQA, causal, sliding window, softcap, F16
- * cache), RoPE + KV write, norms, the sample command.
+ * cache), quantized and mixed K/V caches in both, RoPE + KV write (quantized rows too),
+ * norms, the sample command.
  * Exits 77 (skipped) where no GPU is present. */
 #include "backend/backend.h"
 #include "core/dtype.h"
@@ -650,31 +651,43 @@ static void test_embed(void) {
         }
 }
 
-/* Attention with the K/V cache filled at random; decode at long context and prefill.
- * proj (a dtype, decode only): an output projection after the attention, whose x
- * prologue merges the attention's splits (PRO_MERGE), compared on its output; the
- * attention and projection run twice, as two layers would. */
-static void one_attn(int prefill, int n, int pos, int nh, int nkv, int hd, int max_seq, int kv_f16, int window, float softcap, int causal,
+/* KV cache types by code: K and V alike as F32, F16, Q8_0, Q4_0; then F16 keys with Q8_0
+ * values, and Q8_0 keys with Q4_0 values. */
+static const ak_dtype kv_kt[] = {AK_F32, AK_F16, AK_Q8_0, AK_Q4_0, AK_F16, AK_Q8_0};
+static const ak_dtype kv_vt[] = {AK_F32, AK_F16, AK_Q8_0, AK_Q4_0, AK_Q8_0, AK_Q4_0};
+
+/* Attention with the K/V cache (types by kv's code) filled at random; decode at long
+ * context and prefill. proj (a dtype, decode only): an output projection after the
+ * attention, whose x prologue merges the attention's splits (PRO_MERGE), compared on its
+ * output; the attention and projection run twice, as two layers would. */
+static void one_attn(int prefill, int n, int pos, int nh, int nkv, int hd, int max_seq, int kv, int window, float softcap, int causal,
                      int proj) {
     world w;
     memset(&w, 0, sizeof w);
     int ld_q = (nh + 2 * nkv) * hd;
     w_rand(&w, AK_BUF_QKV, (size_t)n * ld_q * 4, 1.f);
-    size_t es = kv_f16 ? 2 : 4, cache = (size_t)nkv * max_seq * hd;
-    w_set(&w, AK_BUF_KV, 2 * cache * es);
-    for (size_t i = 0; i < 2 * cache; i++) {
-        float v = ak_rand_f(&rng) * 2.f;
-        if (kv_f16) { uint16_t h = ak_f32_to_f16(v); memcpy(w.data[AK_BUF_KV] + 2 * i, &h, 2); }
-        else memcpy(w.data[AK_BUF_KV] + 4 * i, &v, 4);
+    const ak_dtype kt = kv_kt[kv], vt = kv_vt[kv];
+    const size_t rows = (size_t)nkv * max_seq, kbytes = rows * ak_dtype_row_bytes(kt, hd);
+    w_set(&w, AK_BUF_KV, kbytes + rows * ak_dtype_row_bytes(vt, hd));
+    for (int c = 0; c < 2; c++) {   /* values up to 2 (quantized: blocks of modest scales) */
+        const ak_dtype t = c ? vt : kt;
+        uint8_t *at = w.data[AK_BUF_KV] + (c ? kbytes : 0);
+        if (t == AK_F32 || t == AK_F16)
+            for (size_t i = 0; i < rows * hd; i++) {
+                float v = ak_rand_f(&rng) * 2.f;
+                if (t == AK_F16) { uint16_t h = ak_f32_to_f16(v); memcpy(at + 2 * i, &h, 2); }
+                else memcpy(at + 4 * i, &v, 4);
+            }
+        else fill_quant(at, t, (int64_t)(rows * hd));
     }
     w_set(&w, AK_BUF_ATT, (size_t)n * nh * hd * 4);
     ak_table tb = {0};
     ak_p_attn p = {.n = n, .n_heads = nh, .n_kv_heads = nkv, .head_dim = hd, .ld_q = ld_q, .max_seq = max_seq,
-                   .kt = kv_f16 ? AK_F16 : AK_F32, .vt = kv_f16 ? AK_F16 : AK_F32, .window = window, .causal = causal, .scale = 1.f / sqrtf((float)hd), .softcap = softcap};
+                   .kt = kt, .vt = vt, .window = window, .causal = causal, .scale = 1.f / sqrtf((float)hd), .softcap = softcap};
     ak_cmd *c = ak_table_push(&tb, prefill ? AK_K_ATTN_PREFILL : AK_K_ATTN_DECODE, &p, sizeof p, "attn");
     ak_cmd_bind(c, 0, AK_BUF_QKV, 0);
     ak_cmd_bind(c, 1, AK_BUF_KV, 0);
-    ak_cmd_bind(c, 2, AK_BUF_KV, cache * es);
+    ak_cmd_bind(c, 2, AK_BUF_KV, kbytes);
     ak_cmd_bind(c, 3, AK_BUF_ATT, 0);
     c->patch = AK_PATCH_POS | AK_PATCH_KVLEN | AK_PATCH_N;
     c->off_pos = 4;
@@ -721,13 +734,16 @@ static void one_attn(int prefill, int n, int pos, int nh, int nkv, int hd, int m
         free(ref);
     } else {
         d = compare(&tb, &w, r, AK_BUF_ATT, off, cnt);
-        /* the tensor-core prefill (F16 cache, heads of 64 or 128) rounds q and p to f16 */
-        tol = prefill && kv_f16 && (hd == 64 || hd == 128) ? 3e-3 : 1e-5;
+        /* the tensor-core prefill (an F16 or quantized cache, heads of 64 or 128) rounds q and
+         * p to f16; both tensor-core kernels round a quantized cache's values d * q to f16
+         * (the CPU keeps them exact) */
+        tol = prefill && kv != 0 && (hd == 64 || hd == 128) ? 3e-3 : !prefill && kv >= 2 ? 2e-3 : 1e-5;
     }
-    CHECK(d <= tol, "attn %s n %d pos %d heads %d/%d hd %d f16 %d window %d softcap %g causal %d proj %d: rel %.3g",
-          prefill ? "prefill" : "decode", n, pos, nh, nkv, hd, kv_f16, window, (double)softcap, causal, proj, d);
-    printf("attn %-7s n %3d pos %4d hd %3d f16 %d window %3d%s: rel %.2e\n", prefill ? "prefill" : "decode", n, pos, hd, kv_f16,
-           window, proj ? " + proj" : "", d);
+    CHECK(d <= tol, "attn %s n %d pos %d heads %d/%d hd %d kv %s/%s window %d softcap %g causal %d proj %d: rel %.3g",
+          prefill ? "prefill" : "decode", n, pos, nh, nkv, hd, ak_dtype_info[kt].name, ak_dtype_info[vt].name, window,
+          (double)softcap, causal, proj, d);
+    printf("attn %-7s n %3d pos %4d hd %3d kv %s/%s window %3d%s: rel %.2e\n", prefill ? "prefill" : "decode", n, pos, hd,
+           ak_dtype_info[kt].name, ak_dtype_info[vt].name, window, proj ? " + proj" : "", d);
     ak_table_free(&tb);
     w_free(&w);
 }
@@ -776,12 +792,27 @@ static void test_attention(void) {
     one_attn(0, 1, 32767, 8, 1, 256, 32770, 0, 0, 30.f, 1, 0);
     one_attn(0, 1, 32767, 32, 8, 128, 32768, 1, 4096, 0, 1, 0);
     one_attn(0, 1, 4096, 16, 8, 128, 4100, 1, 0, 0, 1, AK_Q4_0);
+    /* quantized caches (codes 2-5), heads of 64 and 128: decode from one key to deep
+     * (partial tiles, the key of this position in every lane of a tile, many splits, a
+     * window, GQA 1 to 8), merged by a projection, and prefill (tensor cores) */
+    const int qpos[] = {0, 17, 300, 4097};
+    for (int kv = 2; kv < 6; kv++) {
+        for (int i = 0; i < 4; i++) {
+            one_attn(0, 1, qpos[i], 16, 8, 128, 4200, kv, 0, 0, 1, 0);
+            one_attn(0, 1, qpos[i], 16, 2, 64, 4200, kv, i == 3 ? 1000 : 0, 0, 1, 0);
+        }
+        one_attn(0, 1, 77, 8, 8, 64, 128, kv, 0, 30.f, 1, AK_Q8_0);
+        one_attn(1, 100, 300, 8, 2, 64, 1000, kv, 0, 0, 1, 0);
+        one_attn(1, 37, 0, 4, 4, 128, 512, kv, 40, 0, 1, 0);
+    }
 }
 
 static void test_rope_norm(void) {
-    for (int v = 0; v < 4; v++) {
-        int n = v == 3 ? 9 : 1, nh = 8, nkv = 2, hd = v == 2 ? 256 : 64, pos = 37, max_seq = 64;
-        int ld = (nh + 2 * nkv) * hd, kv_f16 = v & 1;
+    /* variants 4-6: quantized caches (codes of one_attn's table), rows rotated */
+    for (int v = 0; v < 7; v++) {
+        int n = v == 3 || v == 5 ? 9 : 1, nh = 8, nkv = 2, hd = v == 2 ? 256 : v == 5 ? 128 : 64, pos = 37, max_seq = 64;
+        int ld = (nh + 2 * nkv) * hd, kv = v < 4 ? v & 1 : v - 2;
+        ak_dtype kt = kv_kt[kv], vt = kv_vt[kv];
         world w;
     memset(&w, 0, sizeof w);
         w_rand(&w, AK_BUF_QKV, (size_t)n * ld * 4, 1.f);
@@ -790,11 +821,11 @@ static void test_rope_norm(void) {
         w_set(&w, AK_BUF_AUX, (size_t)(hd / 2 + ld) * 4);
         for (int i = 0; i < hd / 2; i++) ((float *)w.data[AK_BUF_AUX])[i] = powf(10000.f, -2.f * i / hd);
         for (int i = 0; i < ld; i++) ((float *)w.data[AK_BUF_AUX])[hd / 2 + i] = ak_rand_f(&rng);
-        size_t cache = (size_t)nkv * max_seq * hd * (kv_f16 ? 2 : 4);
-        w_set(&w, AK_BUF_KV, 2 * cache);
+        size_t rows = (size_t)nkv * max_seq, cache = rows * ak_dtype_row_bytes(kt, hd), vcache = rows * ak_dtype_row_bytes(vt, hd);
+        w_set(&w, AK_BUF_KV, cache + vcache);
         ak_p_rope_kv p = {.n = n, .pos = pos, .n_heads = nh, .n_kv_heads = nkv, .head_dim = hd, .n_rot = v == 1 ? hd / 2 : hd,
-                          .style = v & 1 ? AK_ROPE_NEOX : AK_ROPE_INTERLEAVED, .ld = ld, .max_seq = max_seq, .kt = kv_f16 ? AK_F16 : AK_F32, .vt = kv_f16 ? AK_F16 : AK_F32,
-                          .flags = (v >= 2 ? AK_ROPE_F_QKNORM : 0) | (v == 3 ? AK_ROPE_F_BIAS : 0), .eps = 1e-6f};
+                          .style = v & 1 ? AK_ROPE_NEOX : AK_ROPE_INTERLEAVED, .ld = ld, .max_seq = max_seq, .kt = kt, .vt = vt,
+                          .flags = (v >= 2 ? AK_ROPE_F_QKNORM : 0) | (v == 3 || v == 5 ? AK_ROPE_F_BIAS : 0), .eps = 1e-6f};
         ak_table tb = {0};
         ak_cmd *c = ak_table_push(&tb, AK_K_ROPE_KV, &p, sizeof p, "rope");
         ak_cmd_bind(c, 0, AK_BUF_QKV, 0);
@@ -810,9 +841,28 @@ static void test_rope_norm(void) {
         ak_run r = {.pos = pos, .n = n, .steps = 1};
         double d = compare(&tb, &w, r, AK_BUF_QKV, 0, (size_t)n * ld);
         CHECK(d <= 1e-5, "rope variant %d: qkv rel %.3g", v, d);
-        if (!kv_f16) {   /* (an F16 cache is checked end to end by the fixtures) */
+        if (kv == 0) {   /* (an F16 cache is checked end to end by the fixtures) */
             d = compare(&tb, &w, r, AK_BUF_KV, 0, 2 * cache / 4);
             CHECK(d <= 1e-5, "rope variant %d: cache rel %.3g", v, d);
+        } else if (kv >= 2) {   /* the rows written, dequantized (a value at a rounding tie may take the next code) */
+            size_t nb = (cache + vcache + 3) / 4;
+            float *a = run_on(cpu, &tb, &w, r, AK_BUF_KV, 0, nb), *b = run_on(gpu, &tb, &w, r, AK_BUF_KV, 0, nb);
+            float *da = malloc((size_t)2 * n * nkv * hd * sizeof(float)), *db = malloc((size_t)2 * n * nkv * hd * sizeof(float));
+            size_t m = 0;
+            for (int c = 0; a && b && c < 2; c++)
+                for (int kh = 0; kh < nkv; kh++)
+                    for (int i = 0; i < n; i++, m += hd) {
+                        ak_dtype t = c ? vt : kt;
+                        size_t at = (c ? cache : 0) + ((size_t)kh * max_seq + pos + i) * ak_dtype_row_bytes(t, hd);
+                        ak_dtype_info[t].dequant((const uint8_t *)a + at, da + m, hd);
+                        ak_dtype_info[t].dequant((const uint8_t *)b + at, db + m, hd);
+                    }
+            d = a && b ? ak_rel_l2(db, da, m) : 1;
+            CHECK(d <= 2e-3, "rope variant %d (%s/%s): cache rel %.3g", v, ak_dtype_info[kt].name, ak_dtype_info[vt].name, d);
+            free(a);
+            free(b);
+            free(da);
+            free(db);
         }
         ak_table_free(&tb);
         w_free(&w);
