@@ -870,7 +870,10 @@ template <int HD, int KT, int VT> struct dtc_cfg {
     static constexpr int KB = KQ ? (AK_DTC_K * ak_kv_row_bytes(KT, HD) + 15) / 16 * 16 : F16T;
     static constexpr int VB = VQ ? (AK_DTC_K * ak_kv_row_bytes(VT, HD) + 15) / 16 * 16 : F16T;
     static constexpr int STAGE = KB + VB, CONV = (KQ + VQ) * F16T;
-    static constexpr int P = HD > 64 ? 2 : 3;   /* 64 KB a block at head 128 (F16): three an SM */
+    /* stages a warp: at head 128, 96 KB a block (F16; quantized 102 KB with 4), two an SM.
+     * Against 2 stages (H200, 0.6B shape, one run): tg128 at d16384 +13 % (F16) and +10 %
+     * (Q8_0), at d4096 -1 % and +6 %; heads of 64 (3 stages before too) */
+    static constexpr int P = HD > 64 && KQ && VQ ? 4 : 3;   /* a mixed pair: 92 KB with 3 */
     static constexpr int WARP = P * STAGE + CONV;
     static constexpr size_t PIPE = (size_t)AK_DTC_WARPS * WARP;
     static constexpr size_t SH = sizeof(float) * AK_DTC_WARPS * AK_DTC_MG * (HD + 2);
