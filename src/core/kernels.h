@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include "core/dtype.h"
 
-#ifndef AK_HD   /* inline helpers the CUDA kernels call too */
+#ifndef AK_HD   /* inline helpers the CUDA kernels call too (here and in core/sample.h) */
 #ifdef __CUDACC__
 #define AK_HD __host__ __device__
 #else

@@ -9,14 +9,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
-
-#ifndef AK_HD
-#ifdef __CUDACC__
-#define AK_HD __host__ __device__
-#else
-#define AK_HD
-#endif
-#endif
+#include "core/kernels.h"   /* AK_HD */
 
 /* What the table samples itself; wider settings are sampled on the host. The CUDA
  * command sorts one 4096-id slice per block and then the blocks' top-k lists in one
