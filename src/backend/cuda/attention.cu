@@ -50,6 +50,21 @@ __device__ __forceinline__ void load_dpl(const void *cache, size_t i, float (&v)
 }
 #define AK_DEC_UNROLL 4
 
+/* A lane's DPL values of a Q8_0 or Q4_0 cache row (heads of 32 and 256, where the scalar
+ * kernel runs), as ak_kv_val dequantizes them. */
+template <int DPL, int T>
+__device__ __forceinline__ void load_q(const uint8_t *row, int lane, float (&v)[DPL]) {
+    constexpr int BS = T == AK_Q8_0 ? 34 : 18;
+    const int i0 = DPL * lane;
+    const uint8_t *b = row + (size_t)(i0 / 32) * BS;
+    const float d = __half2float(*(const __half *)b);
+#pragma unroll
+    for (int e = 0; e < DPL; e++) {
+        const int i = (i0 + e) % 32;
+        v[e] = T == AK_Q8_0 ? d * (float)(int8_t)b[2 + i] : (float)((i < 16 ? b[2 + i] & 15 : b[2 + i - 16] >> 4) - 8) * d;
+    }
+}
+
 /* Decode: the first query head of a block's group and how many heads (MG) a block takes:
  * the head group rounded up to a power of two, at most 8 and 32 / DPL (registers); groups
  * past that take several passes of blocks. */
@@ -298,7 +313,8 @@ __device__ __forceinline__ void dec_finish(const ak_cuda_args &a, const ak_p_att
  * share it (GQA: K and V are read once for all of them) and one chunk of keys; its warps
  * take batches of AK_DEC_UNROLL keys in turn (through the pipeline above), a lane per DPL
  * neighbouring dimensions of the head, and keep an online softmax per head, so one pass
- * reads K and V. Heads of 32, 64, 128 or 256 (encode refuses others).
+ * reads K and V. Heads of 32, 64, 128 or 256 (encode refuses others); F32 or F16 caches,
+ * and for heads of 32 and 256 Q8_0 and Q4_0 ones (KQT, VQT: loaded to registers).
  * The first batches, keys of earlier positions, are requested before the wait for the
  * QKV GEMV (earlier steps wrote them), and the output projection is let in only once the
  * RoPE is done: its weight requests would otherwise queue ahead of those loads.
@@ -307,9 +323,11 @@ __device__ __forceinline__ void dec_finish(const ak_cuda_args &a, const ak_p_att
  * a.mrg_splits set, the next GEMV merges them as it reads its x (PRO_MERGE); otherwise
  * the last block of the KV head to finish merges them. Splits past those this step uses
  * return at once (the grid is sized for the whole cache). */
-template <int DPL, int MG, bool F16>
+template <int DPL, int MG, bool F16, int KQT = 0, int VQT = 0>
 __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args a) {
+    /* KQT, VQT: a Q8_0 or Q4_0 cache (both; heads of 32 and 256), read straight to registers */
     using PP = dec_pipe<DPL, F16>;
+    constexpr bool QC = KQT != 0, PON = PP::ON && !QC;
     using T = typename std::conditional<F16, __half, float>::type;
     constexpr int W = AK_DEC_WARPS, U = AK_DEC_UNROLL;
     extern __shared__ __align__(16) uint8_t shraw[];
@@ -328,6 +346,8 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
     const int kvh = d.kvh, g0 = d.g0, G = d.G, s = d.s, S = d.S, k0 = d.k0, k1 = d.k1, cur = d.cur;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const size_t base = (size_t)kvh * p.max_seq * hd + DPL * lane;
+    constexpr int KRB = QC ? ak_kv_row_bytes(KQT, 32 * DPL) : 0, VRB = QC ? ak_kv_row_bytes(VQT, 32 * DPL) : 0;
+    const uint8_t *kq = (const uint8_t *)a.b[1] + (size_t)kvh * p.max_seq * KRB, *vq = (const uint8_t *)a.b[2] + (size_t)kvh * p.max_seq * VRB;
     /* this lane's slots: [warp][stage][key][K, V][lane][DPL] */
     T *mine = reinterpret_cast<T *>(shraw) + (size_t)w * PP::P * U * 2 * 32 * DPL + DPL * lane;
     auto slot = [&](int b, int t) { return mine + ((size_t)(b % PP::P) * U + t) * 2 * 32 * DPL; };
@@ -344,7 +364,7 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
         }
         ak_cp_async_commit();
     };
-    if (PP::ON && !st_.stopped)
+    if (PON && !st_.stopped)
         for (int b = 0; b < PP::P - 1; b++) issue(b);
     /* the angles need only the position: made while the QKV GEMV still runs */
     if (a.rope.head_dim) rope_table<DPL>(a, p, rcs);
@@ -352,7 +372,7 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
     tr_.start(a, st_);
     if (st_.stopped) return;
     const float *qv = (const float *)a.b[0] + (size_t)(p.n - 1) * p.ld_q + (size_t)(kvh * group + g0) * hd;
-    if (a.rope.head_dim) {   /* this position's key lies in the last split */
+    if (!QC && a.rope.head_dim) {   /* this position's key lies in the last split */
         rope_fold<DPL, F16>(a, p, kvh, kvh * group + g0, G, s == S - 1, sq, rcs);
         qv = &sq[0][0];
     }
@@ -372,7 +392,7 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
     for (int b = 0;; b++) {
         const int j0 = k0 + W * U * b + w;
         if (j0 >= k1) break;
-        if (PP::ON) {
+        if (PON) {
             issue(b + PP::P - 1);   /* into the slot computed last round */
             ak_cp_async_wait<PP::P - 1>();   /* batch b is in */
         }
@@ -383,7 +403,10 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
             if (j >= k1) {
 #pragma unroll
                 for (int e = 0; e < DPL; e++) kk[t][e] = vv[t][e] = 0.f;
-            } else if (!PP::ON || j >= cur) {
+            } else if (QC) {
+                load_q<DPL, (QC ? KQT : AK_Q8_0)>(kq + (size_t)j * KRB, lane, kk[t]);
+                load_q<DPL, (QC ? VQT : AK_Q8_0)>(vq + (size_t)j * VRB, lane, vv[t]);
+            } else if (!PON || j >= cur) {
                 load_dpl<DPL, F16>(a.b[1], base + (size_t)j * hd, kk[t]);
                 load_dpl<DPL, F16>(a.b[2], base + (size_t)j * hd, vv[t]);
             } else {
@@ -441,7 +464,7 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
             m[g] = mn;
         }
     }
-    if (PP::ON) {   /* the merge area is the pipeline's: every warp done with it (the batches
+    if (PON) {   /* the merge area is the pipeline's: every warp done with it (the batches
                      * issued past the chunk's end copied nothing) */
         ak_cp_async_wait<0>();
         __syncthreads();
@@ -453,6 +476,7 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
         for (int e = 0; e < DPL; e++) sh[w][g][2 + DPL * lane + e] = acc[g][e];
     }
     __syncthreads();
+    if (QC) ak_wht_block(&sh[0][0][2], W * MG, 32 * DPL + 2, 32 * DPL, ak_kv_rot(VQT, 32 * DPL, 1));   /* as k_attn_decode_tc */
     dec_finish<W, MG, 32 * DPL>(a, p, sh, fw, mw, &last, kvh * group + g0, G, s, S);
 }
 
@@ -461,7 +485,14 @@ static cudaError_t attn_decode_launch(const ak_cuda_cmd *c, cudaStream_t st) {
     const ak_p_attn *p = (const ak_p_attn *)c->a.p;
     const int group = p->n_heads / p->n_kv_heads, passes = (group + MG - 1) / MG;
     dim3 grid(p->n_kv_heads * passes, c->aux[1]), blk(AK_DEC_WARPS * 32);
-    if (p->kt == AK_F16) return ak_launch(k_attn_decode<DPL, MG, true>, grid, blk, dec_smem<DPL, MG, true>(), st, c->a);
+    constexpr size_t SM = dec_smem<DPL, MG, true>();
+    if constexpr (DPL == 1 || DPL == 8) {   /* quantized pairs: heads of 32 and 256 (64 and 128 run on tensor cores) */
+        if (p->kt == AK_Q8_0 && p->vt == AK_Q8_0) return ak_launch(k_attn_decode<DPL, MG, true, AK_Q8_0, AK_Q8_0>, grid, blk, SM, st, c->a);
+        if (p->kt == AK_Q8_0 && p->vt == AK_Q4_0) return ak_launch(k_attn_decode<DPL, MG, true, AK_Q8_0, AK_Q4_0>, grid, blk, SM, st, c->a);
+        if (p->kt == AK_Q4_0 && p->vt == AK_Q8_0) return ak_launch(k_attn_decode<DPL, MG, true, AK_Q4_0, AK_Q8_0>, grid, blk, SM, st, c->a);
+        if (p->kt == AK_Q4_0 && p->vt == AK_Q4_0) return ak_launch(k_attn_decode<DPL, MG, true, AK_Q4_0, AK_Q4_0>, grid, blk, SM, st, c->a);
+    }
+    if (p->kt == AK_F16) return ak_launch(k_attn_decode<DPL, MG, true>, grid, blk, SM, st, c->a);
     return ak_launch(k_attn_decode<DPL, MG, false>, grid, blk, dec_smem<DPL, MG, false>(), st, c->a);
 }
 
@@ -478,7 +509,14 @@ static cudaError_t attn_decode_group(const ak_cuda_cmd *c, cudaStream_t st) {
 
 /* The decode kernels' shared memory past 48 KB. */
 template <int DPL, int MG> static cudaError_t dec_attr() {
-    cudaError_t e = cudaFuncSetAttribute(k_attn_decode<DPL, MG, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dec_smem<DPL, MG, true>());
+    constexpr int SM = (int)dec_smem<DPL, MG, true>();
+    cudaError_t e = cudaFuncSetAttribute(k_attn_decode<DPL, MG, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, SM);
+    if constexpr (DPL == 1 || DPL == 8) {
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_attn_decode<DPL, MG, true, AK_Q8_0, AK_Q8_0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SM);
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_attn_decode<DPL, MG, true, AK_Q8_0, AK_Q4_0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SM);
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_attn_decode<DPL, MG, true, AK_Q4_0, AK_Q8_0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SM);
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_attn_decode<DPL, MG, true, AK_Q4_0, AK_Q4_0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SM);
+    }
     return e != cudaSuccess ? e : cudaFuncSetAttribute(k_attn_decode<DPL, MG, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dec_smem<DPL, MG, false>());
 }
 template <int DPL> static cudaError_t dec_attrs() {
