@@ -1,7 +1,8 @@
 /* Attention over the head-major KV cache ([kv_head][max_seq][head_dim] per layer): F32 or
- * F16 (K and V alike), or for heads of 64 and 128 any mix of F16, Q8_0 and Q4_0 (rows of
- * blocks, rotated: ak_kv_rot; the tensor-core kernels dequantize tiles to f16 in shared
- * memory and rotate the output back); GQA, causal mask, sliding window, logit softcap.
+ * F16 (K and V alike), Q8_0 and Q4_0 in any mix (rows of blocks, rotated: ak_kv_rot; the
+ * output is rotated back), and for heads of 64 and 128 F16 beside a quantized cache (the
+ * tensor-core kernels dequantize tiles to f16 in shared memory); GQA, causal mask,
+ * sliding window, logit softcap.
  * Decode: split-K (flash-decoding), see k_attn_decode and k_attn_decode_tc.
  * Prefill: tiled flash attention (online softmax over key tiles in shared memory), on
  * tensor cores for heads of 64 or 128 and any cache but F32 (k_attn_prefill_tc). */
@@ -51,18 +52,11 @@ __device__ __forceinline__ void load_dpl(const void *cache, size_t i, float (&v)
 #define AK_DEC_UNROLL 4
 
 /* A lane's DPL values of a Q8_0 or Q4_0 cache row (heads of 32 and 256, where the scalar
- * kernel runs), as ak_kv_val dequantizes them. */
+ * kernel runs). */
 template <int DPL, int T>
 __device__ __forceinline__ void load_q(const uint8_t *row, int lane, float (&v)[DPL]) {
-    constexpr int BS = T == AK_Q8_0 ? 34 : 18;
-    const int i0 = DPL * lane;
-    const uint8_t *b = row + (size_t)(i0 / 32) * BS;
-    const float d = __half2float(*(const __half *)b);
 #pragma unroll
-    for (int e = 0; e < DPL; e++) {
-        const int i = (i0 + e) % 32;
-        v[e] = T == AK_Q8_0 ? d * (float)(int8_t)b[2 + i] : (float)((i < 16 ? b[2 + i] & 15 : b[2 + i - 16] >> 4) - 8) * d;
-    }
+    for (int e = 0; e < DPL; e++) v[e] = ak_kv_val(row, T, 0, DPL * lane + e, 32 * DPL);
 }
 
 /* Decode: the first query head of a block's group and how many heads (MG) a block takes:
@@ -480,19 +474,30 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
     dec_finish<W, MG, 32 * DPL>(a, p, sh, fw, mw, &last, kvh * group + g0, G, s, S);
 }
 
+/* The scalar kernel over a quantized pair (heads of 32 and 256; 64 and 128 run on tensor
+ * cores): launch, or with c NULL raise the shared-memory limit of, the one for (kt, vt). */
+template <int DPL, int MG, int KT, int VT> static cudaError_t dec_q_one(const ak_cuda_cmd *c, cudaStream_t st) {
+    constexpr size_t SM = dec_smem<DPL, MG, true>();
+    if (!c) return cudaFuncSetAttribute(k_attn_decode<DPL, MG, true, KT, VT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SM);
+    const ak_p_attn *p = (const ak_p_attn *)c->a.p;
+    const int group = p->n_heads / p->n_kv_heads, passes = (group + MG - 1) / MG;
+    return ak_launch(k_attn_decode<DPL, MG, true, KT, VT>, dim3(p->n_kv_heads * passes, c->aux[1]), dim3(AK_DEC_WARPS * 32), SM, st, c->a);
+}
+template <int DPL, int MG> static cudaError_t dec_q(int kt, int vt, const ak_cuda_cmd *c, cudaStream_t st) {
+    if constexpr (DPL == 1 || DPL == 8) {
+        if (kt == AK_Q8_0) return vt == AK_Q8_0 ? dec_q_one<DPL, MG, AK_Q8_0, AK_Q8_0>(c, st) : dec_q_one<DPL, MG, AK_Q8_0, AK_Q4_0>(c, st);
+        return vt == AK_Q8_0 ? dec_q_one<DPL, MG, AK_Q4_0, AK_Q8_0>(c, st) : dec_q_one<DPL, MG, AK_Q4_0, AK_Q4_0>(c, st);
+    }
+    return cudaErrorInvalidValue;
+}
+
 template <int DPL, int MG>
 static cudaError_t attn_decode_launch(const ak_cuda_cmd *c, cudaStream_t st) {
     const ak_p_attn *p = (const ak_p_attn *)c->a.p;
     const int group = p->n_heads / p->n_kv_heads, passes = (group + MG - 1) / MG;
     dim3 grid(p->n_kv_heads * passes, c->aux[1]), blk(AK_DEC_WARPS * 32);
-    constexpr size_t SM = dec_smem<DPL, MG, true>();
-    if constexpr (DPL == 1 || DPL == 8) {   /* quantized pairs: heads of 32 and 256 (64 and 128 run on tensor cores) */
-        if (p->kt == AK_Q8_0 && p->vt == AK_Q8_0) return ak_launch(k_attn_decode<DPL, MG, true, AK_Q8_0, AK_Q8_0>, grid, blk, SM, st, c->a);
-        if (p->kt == AK_Q8_0 && p->vt == AK_Q4_0) return ak_launch(k_attn_decode<DPL, MG, true, AK_Q8_0, AK_Q4_0>, grid, blk, SM, st, c->a);
-        if (p->kt == AK_Q4_0 && p->vt == AK_Q8_0) return ak_launch(k_attn_decode<DPL, MG, true, AK_Q4_0, AK_Q8_0>, grid, blk, SM, st, c->a);
-        if (p->kt == AK_Q4_0 && p->vt == AK_Q4_0) return ak_launch(k_attn_decode<DPL, MG, true, AK_Q4_0, AK_Q4_0>, grid, blk, SM, st, c->a);
-    }
-    if (p->kt == AK_F16) return ak_launch(k_attn_decode<DPL, MG, true>, grid, blk, SM, st, c->a);
+    if (p->kt == AK_Q8_0 || p->kt == AK_Q4_0) return dec_q<DPL, MG>(p->kt, p->vt, c, st);
+    if (p->kt == AK_F16) return ak_launch(k_attn_decode<DPL, MG, true>, grid, blk, dec_smem<DPL, MG, true>(), st, c->a);
     return ak_launch(k_attn_decode<DPL, MG, false>, grid, blk, dec_smem<DPL, MG, false>(), st, c->a);
 }
 
@@ -509,14 +514,9 @@ static cudaError_t attn_decode_group(const ak_cuda_cmd *c, cudaStream_t st) {
 
 /* The decode kernels' shared memory past 48 KB. */
 template <int DPL, int MG> static cudaError_t dec_attr() {
-    constexpr int SM = (int)dec_smem<DPL, MG, true>();
-    cudaError_t e = cudaFuncSetAttribute(k_attn_decode<DPL, MG, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, SM);
-    if constexpr (DPL == 1 || DPL == 8) {
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_attn_decode<DPL, MG, true, AK_Q8_0, AK_Q8_0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SM);
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_attn_decode<DPL, MG, true, AK_Q8_0, AK_Q4_0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SM);
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_attn_decode<DPL, MG, true, AK_Q4_0, AK_Q8_0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SM);
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_attn_decode<DPL, MG, true, AK_Q4_0, AK_Q4_0>, cudaFuncAttributeMaxDynamicSharedMemorySize, SM);
-    }
+    cudaError_t e = cudaFuncSetAttribute(k_attn_decode<DPL, MG, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dec_smem<DPL, MG, true>());
+    const int qt[2] = {AK_Q8_0, AK_Q4_0};
+    for (int i = 0; i < 4 && (DPL == 1 || DPL == 8) && e == cudaSuccess; i++) e = dec_q<DPL, MG>(qt[i / 2], qt[i % 2], NULL, 0);
     return e != cudaSuccess ? e : cudaFuncSetAttribute(k_attn_decode<DPL, MG, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dec_smem<DPL, MG, false>());
 }
 template <int DPL> static cudaError_t dec_attrs() {

@@ -199,9 +199,6 @@ static cudaError_t capture(cuda_backend *cb, cuda_table *t, int steps, cudaGraph
     return e;
 }
 
-/* Features the table may ask for that these kernels lack: refuse them at encode rather
- * than compute something else (encoders' LayerNorm, learned positions and plain
- * activation; the MLX block types). */
 /* The KV caches the kernels take: F32 or F16, K and V alike; Q8_0 and Q4_0 in any mix;
  * and, for heads of 64 or 128 (the tensor-core decode), F16 beside a quantized one. */
 static const char *kv_unsupported(int kt, int vt, int hd) {
@@ -210,6 +207,10 @@ static const char *kv_unsupported(int kt, int vt, int hd) {
     if (kt == AK_F32 || vt == AK_F32) return "an F32 cache beside a quantized one";
     return qk == qv || hd == 64 || hd == 128 ? NULL : "an F16 cache beside a quantized one with heads of other than 64 or 128 dimensions";
 }
+
+/* Features the table may ask for that these kernels lack: refuse them at encode rather
+ * than compute something else (encoders' LayerNorm, learned positions and plain
+ * activation; the MLX block types; KV cache types above). */
 
 static const char *unsupported(const ak_cmd *c) {
     const void *p = c->params;

@@ -197,6 +197,13 @@ __host__ __device__ constexpr int ak_kv_row_bytes(int t, int hd) {
     return t == AK_F32 ? 4 * hd : t == AK_F16 ? 2 * hd : t == AK_Q8_0 ? hd / 32 * 34 : hd / 32 * 18;
 }
 
+/* The Walsh-Hadamard butterfly i of the stage of span h, in blocks of r values: it
+ * replaces x[j], x[j + h] (j returned) by their sum and difference. */
+__device__ __forceinline__ int ak_wht_pair(int i, int r, int h) {
+    const int k = i % (r / 2);
+    return i / (r / 2) * r + k / h * 2 * h + k % h;
+}
+
 /* The orthonormal Walsh-Hadamard transform of order r on every block of r of n values in
  * shared memory (ak_cpu_wht's butterflies and scale), a warp's lanes together. */
 __device__ __forceinline__ void ak_wht_warp(float *x, int n, int r) {
@@ -204,7 +211,7 @@ __device__ __forceinline__ void ak_wht_warp(float *x, int n, int r) {
     const int lane = threadIdx.x & 31;
     for (int h = 1; h < r; h *= 2) {
         for (int i = lane; i < n / 2; i += 32) {
-            const int k = i % (r / 2), j = i / (r / 2) * r + k / h * 2 * h + k % h;
+            const int j = ak_wht_pair(i, r, h);
             const float u = x[j], v = x[j + h];
             x[j] = u + v;
             x[j + h] = u - v;
@@ -223,7 +230,7 @@ __device__ __forceinline__ void ak_wht_block(float *x, int nv, int ld, int n, in
     const int half = n / 2;
     for (int h = 1; h < r; h *= 2) {
         for (int t = threadIdx.x; t < nv * half; t += blockDim.x) {
-            const int i = t % half, k = i % (r / 2), j = i / (r / 2) * r + k / h * 2 * h + k % h;
+            const int j = ak_wht_pair(t % half, r, h);
             float *y = x + (size_t)(t / half) * ld;
             const float u = y[j], v = y[j + h];
             y[j] = u + v;

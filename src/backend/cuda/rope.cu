@@ -1,6 +1,6 @@
 /* Fused [bias +] [per-head RMSNorm (Qwen3) +] RoPE [+ rotation] + KV-cache write (F32,
- * F16, Q8_0 or Q4_0, K and V each): one warp per (token, head). Angles are pos * inv_freq in float32 with accurate cosf/sinf, as the
- * CPU and the float32 reference compute them. */
+ * F16, Q8_0 or Q4_0, K and V each): one warp per (token, head). Angles are pos * inv_freq
+ * in float32 with accurate cosf/sinf, as the CPU and the float32 reference compute them. */
 #include "backend/cuda/common.cuh"
 
 #define AK_ROPE_MAX_HD 512
@@ -56,8 +56,9 @@ __global__ void __launch_bounds__(AK_ROPE_WARPS * 32) k_rope_kv(ak_cuda_args a) 
     float *v = row + nq + nk + kh * hd, *sv = svs[threadIdx.x >> 5];
     for (int k = lane; k < hd; k += 32) sv[k] = has_bias ? v[k] + bias[nq + nk + kh * hd + k] : v[k];
     __syncwarp();
-    ak_wht_warp(sv, hd, ak_kv_rot(p.vt, hd, 1));
-    if (has_bias || ak_kv_rot(p.vt, hd, 1))   /* the row as the CPU leaves it */
+    const int rv = ak_kv_rot(p.vt, hd, 1);
+    ak_wht_warp(sv, hd, rv);
+    if (has_bias || rv)   /* the row as the CPU leaves it */
         for (int k = lane; k < hd; k += 32) v[k] = sv[k];
     ak_kv_store(a.b[5], p.vt, crow, sv, hd);
 }
