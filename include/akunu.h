@@ -207,8 +207,21 @@ AK_API const int32_t *ak_session_tokens(const ak_session *s);
 /* Forget the KV cache contents (position back to 0). */
 AK_API void ak_session_reset(ak_session *s);
 /* Keep only the first pos tokens of the KV cache (pos <= the current position), so a
- * conversation can continue from a common prefix. */
+ * conversation can continue from a common prefix. AK_ERR_ARG beyond ak_session_keep's reach. */
 AK_API ak_status ak_session_rewind(ak_session *s, int pos, ak_err *err);
+/* The largest position <= pos (and <= the current one) that ak_session_rewind can go back
+ * to: pos itself, or else 0. On a backend that keeps a sliding-window layer's cache as a
+ * ring of its window and a prefill chunk (the CPU's), rewinding needs the window before
+ * the new position still there: a prefix reused from further back is prefilled again. */
+AK_API int ak_session_keep(const ak_session *s, int pos);
+/* The KV cache of one kind of layer: global layers keep every position of the context;
+ * sliding-window layers (Gemma 2 and 3) keep a ring of rows where the backend has one. */
+typedef struct {
+    int layers;         /* layers of this kind */
+    int rows;           /* positions each keeps per KV head */
+    size_t bytes;       /* their K and V caches together */
+} ak_kv_layers;
+AK_API void ak_session_kv_layers(const ak_session *s, ak_kv_layers *global, ak_kv_layers *sliding);
 /* Read bandwidth of the session's memory (host RAM or GPU memory), GB/s, measured now. */
 AK_API ak_status ak_session_bandwidth(ak_session *s, double *gbps, ak_err *err);
 

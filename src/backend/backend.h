@@ -39,6 +39,8 @@ struct ak_backend {
                               F32, K and V alike */
     bool rows_as_decode;   /* it runs n rows as n decode steps would round them: its decode attention takes
                               several rows, and its GEMMs honour ak_p_mm.rowwise */
+    bool kv_ring;          /* its rope_kv and attention honour ak_p_rope_kv.cap and ak_p_attn.cap (ak_kv_row): a
+                              sliding-window layer's cache is then a ring of its window, not the context */
     void (*destroy)(ak_backend *b);
 };
 

@@ -166,10 +166,16 @@ int ak_cli_open(const ak_cli_opts *o, bool logits_all, ak_model **m, ak_session 
         *m = NULL;
         return 1;
     }
-    if (o->verbose)
+    if (o->verbose) {
         fprintf(stderr, "akunu: %s, vocab %d, context %d, backend %s, KV cache %s\ndispatch table: %d commands per token\n",
                 ak_model_arch_name(*m), ak_model_vocab(*m), ak_session_n_ctx(*s), ak_session_backend(*s),
                 ak_cli_kv_name(*s), ak_session_table_size(*s));
+        ak_kv_layers g, w;
+        ak_session_kv_layers(*s, &g, &w);
+        fprintf(stderr, "kv cache: %d global layers x %d rows = %.1f MB", g.layers, g.rows, (double)g.bytes / 1e6);
+        if (w.layers) fprintf(stderr, ", %d sliding layers x %d rows = %.1f MB", w.layers, w.rows, (double)w.bytes / 1e6);
+        fprintf(stderr, "\n");
+    }
     return 0;
 }
 

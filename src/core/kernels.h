@@ -65,7 +65,18 @@ typedef struct {
     int32_t n_heads, n_kv_heads, head_dim, n_rot, style, ld;
     int32_t max_seq, kt, vt, flags;   /* kt, vt: the K and V cache's ak_dtype (F32, F16, Q8_0, Q4_0) */
     float eps;
+    int32_t cap;                      /* rows a KV head keeps, a ring (ak_kv_row); 0: max_seq */
 } ak_p_rope_kv;
+
+/* A sliding-window layer may keep only cap rows per KV head, a ring: key position j in
+ * slot j % cap (cap 0 or max_seq: every position in its own row). A ring's cap is a
+ * multiple of AK_KV_RING_ALIGN, so that an attention key tile that starts at a multiple
+ * of its size (at most this) reads contiguous slots. */
+#define AK_KV_RING_ALIGN 256
+static inline AK_HD size_t ak_kv_row(int32_t kv_head, int32_t j, int32_t cap, int32_t max_seq) {
+    int32_t rows = cap > 0 ? cap : max_seq;
+    return (size_t)kv_head * (size_t)rows + (size_t)(j % rows);
+}
 
 /* A Q8_0 or Q4_0 cache holds its rows rotated: times the orthonormal Walsh-Hadamard
  * matrix of order r, block by block of r values (r a power of two; the matrix is
@@ -87,6 +98,7 @@ typedef struct {
     int32_t n_heads, n_kv_heads, head_dim, ld_q;
     int32_t max_seq, kt, vt, window, causal;   /* kt, vt as ak_p_rope_kv's */
     float scale, softcap;
+    int32_t cap;                               /* as ak_p_rope_kv's */
 } ak_p_attn;
 
 typedef struct { int32_t n, cols; float cap; } ak_p_softcap;

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -17,6 +18,7 @@ typedef struct {
     const ak_build_opts *o;
     ak_table *t;
     bool oom;
+    size_t *kv_off;         /* [n_layers]: where each layer's K cache starts in AK_BUF_KV (its V cache follows) */
     int dim, nq, nkv, ff, qkv_ld;
     ak_buf_id in;           /* what the projections read: XN (pre-norm decoders) or X (post-norm encoders) */
 } builder;
@@ -38,9 +40,27 @@ static void patch_n(builder *b, ak_cmd *c, size_t off) {
 
 static int rows(builder *b) { return b->o->prefill ? b->o->rows : 1; }
 
-/* Bytes of one layer's K (or V) cache of type t: n_kv_heads x max_seq rows of head_dim. */
-static size_t kv_layer_bytes(const ak_model *m, const ak_build_opts *o, ak_dtype t) {
-    return (size_t)m->cfg.n_kv_heads * (size_t)o->max_seq * ak_dtype_row_bytes(t, m->cfg.head_dim);
+/* Bytes of one layer's K (or V) cache of type t: n_kv_heads x rows of head_dim. */
+static size_t kv_cache_bytes(const ak_model *m, int rows, ak_dtype t) {
+    return (size_t)m->cfg.n_kv_heads * (size_t)rows * ak_dtype_row_bytes(t, m->cfg.head_dim);
+}
+
+int ak_build_ring(const ak_model *m, int max_seq, int rows) {
+    bool sliding = false;
+    for (int l = 0; l < m->cfg.n_layers; l++) sliding |= m->layers[l].sliding;
+    if (!sliding || m->cfg.sliding_window <= 0) return 0;
+    /* a call's rows write their keys before its first row reads its window: W + rows - 1 live slots */
+    int64_t a = AK_KV_RING_ALIGN, cap = ((int64_t)m->cfg.sliding_window + rows + a - 1) / a * a;
+    return cap < max_seq ? (int)cap : 0;
+}
+
+int ak_build_kv_rows(const ak_model *m, const ak_build_opts *o, int l) {
+    return o->ring > 0 && m->layers[l].sliding ? o->ring : o->max_seq;
+}
+
+size_t ak_build_kv_bytes(const ak_model *m, const ak_build_opts *o, int l) {
+    int rows = ak_build_kv_rows(m, o, l);
+    return kv_cache_bytes(m, rows, o->kt) + kv_cache_bytes(m, rows, o->vt);
 }
 
 void ak_build_buf_sizes(const ak_model *m, const ak_build_opts *o, size_t s[AK_BUF_COUNT]) {
@@ -51,7 +71,7 @@ void ak_build_buf_sizes(const ak_model *m, const ak_build_opts *o, size_t s[AK_B
     s[AK_BUF_WEIGHTS] = m->weights_size;
     s[AK_BUF_AUX] = m->aux_size;
     s[AK_BUF_TOKENS] = ((size_t)o->max_seq + 1) * 4;
-    s[AK_BUF_KV] = (size_t)c->n_layers * (kv_layer_bytes(m, o, o->kt) + kv_layer_bytes(m, o, o->vt));
+    for (int l = 0; l < c->n_layers; l++) s[AK_BUF_KV] += ak_build_kv_bytes(m, o, l);
     s[AK_BUF_X] = r * c->dim * f;
     s[AK_BUF_XN] = r * c->dim * f;
     s[AK_BUF_QKV] = r * (nq + 2 * nkv) * f;
@@ -106,8 +126,8 @@ static void attention_block(builder *b, int l) {
     const ak_model *m = b->m;
     const ak_config *cfg = &m->cfg;
     const ak_layer *L = &m->layers[l];
-    /* per layer its K cache, then its V cache */
-    size_t kb = kv_layer_bytes(m, b->o, b->o->kt), lb = kb + kv_layer_bytes(m, b->o, b->o->vt);
+    int kv_rows = ak_build_kv_rows(m, b->o, l);
+    size_t k_off = b->kv_off[l], v_off = k_off + kv_cache_bytes(m, kv_rows, b->o->kt);
     const ak_tensor *qkv[3] = {L->wq, L->wk, L->wv};
     if (L->wqkv) {
         matmul(b, &L->wqkv, 1, b->in, b->dim, AK_BUF_QKV, b->qkv_ld, 0, NULL, "qkv", l);
@@ -122,15 +142,16 @@ static void attention_block(builder *b, int l) {
     ak_p_rope_kv r = {.n = rows(b), .n_heads = cfg->n_heads, .n_kv_heads = cfg->n_kv_heads, .head_dim = cfg->head_dim,
                       .n_rot = m->rope == AK_ROPE_NONE ? 0 : cfg->n_rot, .style = (int32_t)m->rope,
                       .ld = b->qkv_ld, .max_seq = b->o->max_seq, .kt = b->o->kt, .vt = b->o->vt, .eps = cfg->norm_eps,
-                      .flags = (L->q_norm ? AK_ROPE_F_QKNORM : 0) | (L->has_qkv_bias ? AK_ROPE_F_BIAS : 0)};
+                      .flags = (L->q_norm ? AK_ROPE_F_QKNORM : 0) | (L->has_qkv_bias ? AK_ROPE_F_BIAS : 0),
+                      .cap = kv_rows};
     ak_cmd *c = emit(b, AK_K_ROPE_KV, &r, sizeof r, (uint32_t)(rows(b) * (cfg->n_heads + cfg->n_kv_heads)), "rope_kv", l);
     if (c) {
         ak_cmd_bind(c, 0, AK_BUF_QKV, 0);
         ak_cmd_bind(c, 1, AK_BUF_WEIGHTS, L->q_norm ? L->q_norm->off : 0);
         ak_cmd_bind(c, 2, AK_BUF_WEIGHTS, L->k_norm ? L->k_norm->off : 0);
         ak_cmd_bind(c, 3, AK_BUF_AUX, L->inv_freq_off);
-        ak_cmd_bind(c, 4, AK_BUF_KV, (size_t)l * lb);
-        ak_cmd_bind(c, 5, AK_BUF_KV, (size_t)l * lb + kb);
+        ak_cmd_bind(c, 4, AK_BUF_KV, k_off);
+        ak_cmd_bind(c, 5, AK_BUF_KV, v_off);
         ak_cmd_bind(c, 6, AK_BUF_AUX, L->qkv_bias_off);
         c->patch |= AK_PATCH_POS;
         c->off_pos = offsetof(ak_p_rope_kv, pos);
@@ -140,13 +161,13 @@ static void attention_block(builder *b, int l) {
     ak_p_attn a = {.n = rows(b), .n_heads = cfg->n_heads, .n_kv_heads = cfg->n_kv_heads, .head_dim = cfg->head_dim,
                    .ld_q = b->qkv_ld, .max_seq = b->o->max_seq, .kt = b->o->kt, .vt = b->o->vt,
                    .window = L->sliding ? cfg->sliding_window : 0, .causal = m->arch->causal,
-                   .scale = cfg->attn_scale, .softcap = cfg->attn_softcap};
+                   .scale = cfg->attn_scale, .softcap = cfg->attn_softcap, .cap = kv_rows};
     c = emit(b, b->o->prefill && !b->o->as_decode ? AK_K_ATTN_PREFILL : AK_K_ATTN_DECODE, &a, sizeof a,
              (uint32_t)cfg->n_heads, "attention", l);
     if (c) {
         ak_cmd_bind(c, 0, AK_BUF_QKV, 0);
-        ak_cmd_bind(c, 1, AK_BUF_KV, (size_t)l * lb);
-        ak_cmd_bind(c, 2, AK_BUF_KV, (size_t)l * lb + kb);
+        ak_cmd_bind(c, 1, AK_BUF_KV, k_off);
+        ak_cmd_bind(c, 2, AK_BUF_KV, v_off);
         ak_cmd_bind(c, 3, AK_BUF_ATT, 0);
         c->patch |= AK_PATCH_POS | AK_PATCH_KVLEN;
         c->off_pos = offsetof(ak_p_attn, pos);
@@ -199,6 +220,10 @@ ak_status ak_table_build(const ak_model *m, const ak_build_opts *o, ak_table *t,
     b.qkv_ld = b.nq + 2 * b.nkv;
     b.in = m->arch->encoder ? AK_BUF_X : AK_BUF_XN;
     t->max_rows = rows(&b);
+    if (!(b.kv_off = malloc((size_t)(cfg->n_layers > 0 ? cfg->n_layers : 1) * sizeof *b.kv_off)))
+        return ak_fail(err, AK_ERR_NOMEM, "table: out of memory");
+    size_t off = 0;
+    for (int l = 0; l < cfg->n_layers; l++) { b.kv_off[l] = off; off += ak_build_kv_bytes(m, o, l); }
 
     ak_p_embed pe = {.n = rows(&b), .dim = b.dim, .dtype = (int32_t)m->tok_embd->dtype,
                      .scale = m->arch->embed_scale ? sqrtf((float)b.dim) : 1.f,
@@ -253,6 +278,7 @@ ak_status ak_table_build(const ak_model *m, const ak_build_opts *o, ak_table *t,
             if (all) patch_n(&b, c, offsetof(ak_p_sample, n));
         }
     }
+    free(b.kv_off);
     if (b.oom) { ak_table_free(t); return ak_fail(err, AK_ERR_NOMEM, "table: out of memory"); }
     return AK_OK;
 }

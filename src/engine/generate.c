@@ -145,12 +145,13 @@ static bool take(gen *g, int32_t id, const float *logits, int vocab) {
  * the first piece comes at once): on a GPU it grows to a few dozen tokens, whose host
  * round trip is then noise; on a CPU, where a round trip costs nothing, it stays at a
  * token or two, so text streams a token at a time (chunks of 25-100 ms came out as
- * visible bursts of four). Tokens past a stop are rewound. */
+ * visible bursts of four). Tokens past a stop are rewound: fewer than AK_CHAIN_MAX, which a
+ * session's rings keep beyond their window, so the rewind stays within reach. */
 static ak_status decode_chain(ak_session *s, gen *g, int32_t tok, int limit, ak_err *err) {
     const ak_model *m = ak_session_model(s);
     const int32_t *eog;
     int n_eog = ak_model_eog_ids(m, &eog), chunk = 1;
-    int32_t out[64];
+    int32_t out[AK_CHAIN_MAX];
     while (g->n_gen < limit) {
         int want = limit - g->n_gen < chunk ? limit - g->n_gen : chunk, got = 0, base = ak_session_pos(s);
         double t0 = now();
@@ -161,7 +162,7 @@ static ak_status decode_chain(ak_session *s, gen *g, int32_t tok, int limit, ak_
             tok = out[i];
             if (!take(g, tok, NULL, 0)) return ak_session_rewind(s, base + 1 + i, err);
         }
-        if (dt < 0.010 && chunk < 64) chunk *= 2;
+        if (dt < 0.010 && chunk < AK_CHAIN_MAX) chunk *= 2;
         else if (dt > 0.020 && chunk > 1) chunk /= 2;
     }
     return AK_OK;
@@ -296,6 +297,7 @@ static ak_status model_draft(ak_session *ds, const int32_t *h, int n, int k, int
     const int32_t *have = ak_session_tokens(ds);
     int common = 0, pos = ak_session_pos(ds);
     while (common < pos && common < n - 1 && have[common] == h[common]) common++;
+    common = ak_session_keep(ds, common);
     ak_status st = ak_session_rewind(ds, common, err);
     int32_t next;
     if (!st && common < n - 1) st = ak_prefill(ds, h + common, n - 1 - common, &next, NULL, err);
@@ -306,7 +308,8 @@ static ak_status model_draft(ak_session *ds, const int32_t *h, int n, int k, int
 /* Speculative decoding: each step drafts up to k ids (prompt lookup or the draft model),
  * the target checks tok and the drafts in one pass (its choice for every position), and
  * keeps its choices up to the first that differs from a draft, plus that one: the same
- * ids as decode_chain, fewer passes. hist: room for the whole context. */
+ * ids as decode_chain, fewer passes. hist: room for the whole context. A rewind takes
+ * back at most AK_SPEC_MAX rows just written, within a ring's reach (AK_CHAIN_MAX). */
 static ak_status decode_spec(ak_session *s, gen *g, int32_t tok, int limit, int32_t *hist, ak_generate_result *r,
                              ak_err *err) {
     const ak_generate_params *p = g->p;
@@ -420,6 +423,7 @@ ak_status ak_generate(ak_session *s, const int32_t *prompt, int n, const ak_gene
     const int32_t *cached = ak_session_tokens(s);
     int common = 0, pos = ak_session_pos(s);
     while (common < pos && common < n - 1 && cached[common] == prompt[common]) common++;
+    common = ak_session_keep(s, common);   /* a sliding window's ring may no longer reach back so far */
     if ((st = ak_session_rewind(s, common, err))) goto done;
     r.n_prompt = n;
     r.n_cached = common;

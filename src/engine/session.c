@@ -20,6 +20,9 @@ struct ak_session {
     ak_table decode, prefill;
     void *enc_decode, *enc_prefill;
     int pos;
+    int ring;              /* rows a sliding-window layer's cache keeps, a ring (ak_build_ring); 0: none */
+    int hi;                /* the furthest position the cache has written since it was empty: a ring has lost
+                              every position below hi - ring */
     int32_t *ids;          /* [n_ctx] the ids in the KV cache, [0, pos) */
     ak_sample_cfg sample;  /* what the sample buffer holds */
     ak_gvocab *gvocab;     /* the vocabulary's trie for grammars, built at the first one */
@@ -41,6 +44,11 @@ static bool kv_known(ak_kv_type t) {
 
 static ak_dtype kv_dtype(ak_kv_type t) {
     return t == AK_KV_F16 ? AK_F16 : t == AK_KV_Q8_0 ? AK_Q8_0 : t == AK_KV_Q4_0 ? AK_Q4_0 : AK_F32;
+}
+
+/* The KV cache's layout, which every table of the session shares. */
+static ak_build_opts kv_opts(const ak_session *s) {
+    return (ak_build_opts){.max_seq = s->p.n_ctx, .kt = kv_dtype(s->p.kv_type), .vt = kv_dtype(s->p.kv_type_v), .ring = s->ring};
 }
 
 static ak_status alloc_bufs(ak_session *s, const size_t *sz, ak_err *err) {
@@ -73,20 +81,13 @@ ak_status ak_session_create_ex(ak_model *m, const ak_session_params *pp, bool un
     if (kv_blocks && !m->arch->encoder && m->cfg.head_dim % 32)
         return ak_fail(err, AK_ERR_UNSUPPORTED, "session: a Q8_0 or Q4_0 KV cache needs a head dimension that is a "
                        "multiple of 32; this model's is %d", m->cfg.head_dim);
-    ak_build_opts od = {.prefill = false, .rows = 1, .max_seq = p.n_ctx, .kt = kv_dtype(p.kv_type),
-                        .vt = kv_dtype(p.kv_type_v), .unfused = unfused};
-    ak_build_opts op = od;
-    op.prefill = true;
-    op.rows = p.chunk;
-    op.logits_all = p.logits_all;
-    size_t sz[AK_BUF_COUNT];
-    ak_build_buf_sizes(m, &op, sz);
-    if (!p.logits_all) sz[AK_BUF_LOGITS] = (size_t)m->cfg.vocab * sizeof(float);
-    double kv_gb = (double)sz[AK_BUF_KV] / 1e9, act_gb = -kv_gb;
-    for (int i = 1; i < AK_BUF_COUNT; i++) act_gb += (double)sz[i] / 1e9;
-    if (p.n_ctx > (1 << 20))
+    if (p.n_ctx > (1 << 20)) {
+        ak_build_opts o = {.max_seq = p.n_ctx, .kt = kv_dtype(p.kv_type), .vt = kv_dtype(p.kv_type_v)};
+        size_t sz[AK_BUF_COUNT];
+        ak_build_buf_sizes(m, &o, sz);
         return ak_fail(err, AK_ERR_ARG, "session: a context of %d positions needs %.1f GB of KV cache; at most %d positions are supported",
-                       p.n_ctx, kv_gb, 1 << 20);
+                       p.n_ctx, (double)sz[AK_BUF_KV] / 1e9, 1 << 20);
+    }
     ak_session *s = calloc(1, sizeof *s);
     if (!s) return ak_fail(err, AK_ERR_NOMEM, "out of memory");
     if (!(s->ids = malloc((size_t)p.n_ctx * sizeof *s->ids))) { free(s); return ak_fail(err, AK_ERR_NOMEM, "out of memory"); }
@@ -99,6 +100,21 @@ ak_status ak_session_create_ex(ak_model *m, const ak_session_params *pp, bool un
                      s->be->name, ak_kv_type_name(p.kv_type), ak_kv_type_name(p.kv_type_v));
         goto fail;
     }
+    /* a ring keeps the window and what one call writes before its first row reads it: a
+     * prefill chunk, or a chain of ak_generate's, which it may take back after a stop */
+    if (s->be->kv_ring) s->ring = ak_build_ring(m, p.n_ctx, p.chunk > AK_CHAIN_MAX ? p.chunk : AK_CHAIN_MAX);
+    ak_build_opts od = kv_opts(s);
+    od.rows = 1;
+    od.unfused = unfused;
+    ak_build_opts op = od;
+    op.prefill = true;
+    op.rows = p.chunk;
+    op.logits_all = p.logits_all;
+    size_t sz[AK_BUF_COUNT];
+    ak_build_buf_sizes(m, &op, sz);
+    if (!p.logits_all) sz[AK_BUF_LOGITS] = (size_t)m->cfg.vocab * sizeof(float);
+    double kv_gb = (double)sz[AK_BUF_KV] / 1e9, act_gb = -kv_gb;
+    for (int i = 1; i < AK_BUF_COUNT; i++) act_gb += (double)sz[i] / 1e9;
     /* ask before allocating: a context too large for memory fails here with its size,
      * never later in the OOM killer once the cache fills */
     double need_gb = kv_gb + act_gb + (s->be->weights_copied ? (double)m->weights_size / 1e9 : 0);
@@ -169,12 +185,45 @@ int ak_session_pos(const ak_session *s) { return s->pos; }
 int ak_session_n_ctx(const ak_session *s) { return s->p.n_ctx; }
 const int32_t *ak_session_tokens(const ak_session *s) { return s->ids; }
 const ak_model *ak_session_model(const ak_session *s) { return s->m; }
-void ak_session_reset(ak_session *s) { s->pos = 0; }
+void ak_session_reset(ak_session *s) { s->pos = s->hi = 0; }
+
+void ak_session_kv_layers(const ak_session *s, ak_kv_layers *global, ak_kv_layers *sliding) {
+    ak_build_opts o = kv_opts(s);
+    memset(global, 0, sizeof *global);
+    memset(sliding, 0, sizeof *sliding);
+    for (int l = 0; l < s->m->cfg.n_layers; l++) {
+        ak_kv_layers *k = s->m->layers[l].sliding ? sliding : global;
+        k->layers++;
+        k->rows = ak_build_kv_rows(s->m, &o, l);
+        k->bytes += ak_build_kv_bytes(s->m, &o, l);
+    }
+}
+
+int ak_session_keep(const ak_session *s, int pos) {
+    if (pos <= 0) return 0;
+    if (pos > s->pos) pos = s->pos;
+    /* the next query, at pos, reads keys [pos - W + 1, pos) */
+    int need = pos - s->m->cfg.sliding_window + 1;
+    return !s->ring || (need > 0 ? need : 0) >= s->hi - s->ring ? pos : 0;
+}
 
 ak_status ak_session_rewind(ak_session *s, int pos, ak_err *err) {
     if (pos < 0 || pos > s->pos) return ak_fail(err, AK_ERR_ARG, "rewind to %d: the cache holds %d tokens", pos, s->pos);
+    if (ak_session_keep(s, pos) != pos)
+        return ak_fail(err, AK_ERR_ARG, "rewind to %d: the sliding-window layers keep %d positions and have been written up to %d, "
+                       "so they no longer hold the window before %d (ak_session_keep)", pos, s->ring, s->hi, pos);
     s->pos = pos;   /* attention reads only [0, pos): later entries are simply overwritten */
+    if (!pos) s->hi = 0;
     return AK_OK;
+}
+
+/* Replays enc for r; hi then covers the positions whose keys it wrote (all it was asked
+ * for, if it failed). */
+static ak_status run(ak_session *s, void *enc, ak_run *r, ak_err *err) {
+    ak_status st = s->be->run(s->be, enc, r, err);
+    int end = r->pos + r->n * (st ? r->steps : r->steps_done);
+    if (end > s->hi) s->hi = end;
+    return st;
 }
 
 static ak_status check_ids(const ak_session *s, const int32_t *ids, int n, ak_err *err) {
@@ -207,7 +256,7 @@ ak_status ak_prefill(ak_session *s, const int32_t *ids, int n, int32_t *next, fl
         /* per chunk: the previous chunk's argmax wrote its guess where this chunk starts */
         if ((st = be->buf_write(be, s->bufs[AK_BUF_TOKENS], 4 * (size_t)s->pos, ids + done, 4 * (size_t)c, err))) return st;
         ak_run r = {.pos = s->pos, .n = c, .steps = 1};
-        if ((st = be->run(be, s->enc_prefill, &r, err))) return st;
+        if ((st = run(s, s->enc_prefill, &r, err))) return st;
         if (logits && s->p.logits_all)
             st = be->buf_read(be, s->bufs[AK_BUF_LOGITS], 0, logits + (size_t)done * V, (size_t)c * V * 4, err);
         else if (logits && done + c == n)
@@ -227,7 +276,7 @@ ak_status ak_decode(ak_session *s, int32_t token, int32_t *next, float *logits, 
     ak_backend *be = s->be;
     if ((st = be->buf_write(be, s->bufs[AK_BUF_TOKENS], 4 * (size_t)s->pos, &token, 4, err))) return st;
     ak_run r = {.pos = s->pos, .n = 1, .steps = 1};
-    if ((st = be->run(be, s->enc_decode, &r, err))) return st;
+    if ((st = run(s, s->enc_decode, &r, err))) return st;
     if (logits && (st = be->buf_read(be, s->bufs[AK_BUF_LOGITS], 0, logits, (size_t)s->m->cfg.vocab * 4, err))) return st;
     s->ids[s->pos++] = token;
     return be->buf_read(be, s->bufs[AK_BUF_TOKENS], 4 * (size_t)s->pos, next, 4, err);
@@ -243,7 +292,7 @@ ak_status ak_chain_decode(ak_session *s, int32_t token, int n, const int32_t *st
     ak_backend *be = s->be;
     if ((st = be->buf_write(be, s->bufs[AK_BUF_TOKENS], 4 * (size_t)s->pos, &token, 4, err))) return st;
     ak_run r = {.pos = s->pos, .n = 1, .steps = n, .stop = stop, .n_stop = stop ? n_stop : 0};
-    if ((st = be->run(be, s->enc_decode, &r, err))) return st;
+    if ((st = run(s, s->enc_decode, &r, err))) return st;
     if ((st = be->buf_read(be, s->bufs[AK_BUF_TOKENS], 4 * (size_t)(s->pos + 1), out, 4 * (size_t)r.steps_done, err))) return st;
     /* the chain fed token, then every id it made but the last */
     if (r.steps_done > 0) {
@@ -287,6 +336,9 @@ ak_status ak_session_set_mask(ak_session *s, const uint32_t *mask, ak_err *err) 
     return AK_OK;
 }
 
+/* a rejected draft is taken back within a ring's reach */
+_Static_assert(AK_SPEC_MAX + 1 <= AK_CHAIN_MAX, "a verification writes no more rows than a ring keeps beyond its window");
+
 int ak_session_verify_rows(const ak_session *s) {
     int r = AK_SPEC_MAX + 1;
     return s->p.chunk < r ? s->p.chunk : r;   /* the activations hold a prefill chunk */
@@ -296,9 +348,10 @@ int ak_session_verify_rows(const ak_session *s) {
  * row's logits (in a buffer of its own: the others hold one row) and choice. */
 static ak_status verify_table(ak_session *s, ak_err *err) {
     if (s->enc_verify) return AK_OK;
-    ak_build_opts o = {.prefill = true, .rows = ak_session_verify_rows(s), .max_seq = s->p.n_ctx,
-                       .kt = kv_dtype(s->p.kv_type), .vt = kv_dtype(s->p.kv_type_v), .logits_all = true, .pick_all = true,
-                       .as_decode = s->be->rows_as_decode};
+    ak_build_opts o = kv_opts(s);
+    o.prefill = o.logits_all = o.pick_all = true;
+    o.rows = ak_session_verify_rows(s);
+    o.as_decode = s->be->rows_as_decode;
     void *bufs[AK_BUF_COUNT];
     memcpy(bufs, s->bufs, sizeof bufs);
     ak_status st = s->be->buf_alloc(s->be, (size_t)o.rows * s->m->cfg.vocab * sizeof(float), &s->verify_logits, err);
@@ -317,7 +370,7 @@ ak_status ak_session_verify(ak_session *s, const int32_t *ids, int n, int32_t *p
     ak_backend *be = s->be;
     if ((st = be->buf_write(be, s->bufs[AK_BUF_TOKENS], 4 * (size_t)s->pos, ids, 4 * (size_t)n, err))) return st;
     ak_run r = {.pos = s->pos, .n = n, .steps = 1};
-    if ((st = be->run(be, s->enc_verify, &r, err))) return st;
+    if ((st = run(s, s->enc_verify, &r, err))) return st;
     if ((st = be->buf_read(be, s->bufs[AK_BUF_TOKENS], 4 * (size_t)(s->pos + 1), picks, 4 * (size_t)n, err))) return st;
     if (logits && (st = be->buf_read(be, s->verify_logits, 0, logits, (size_t)n * s->m->cfg.vocab * 4, err))) return st;
     memcpy(s->ids + s->pos, ids, (size_t)n * sizeof *ids);

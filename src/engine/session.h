@@ -24,5 +24,8 @@ int ak_session_verify_rows(const ak_session *s);
 ak_status ak_session_verify(ak_session *s, const int32_t *ids, int n, int32_t *picks, float *logits, ak_err *err);
 /* The model a session runs. */
 const ak_model *ak_session_model(const ak_session *s);
+/* The most tokens ak_generate decodes in one chain. It takes back those past a stop, so a
+ * session's rings keep at least this many rows beyond the window (ak_session_keep). */
+#define AK_CHAIN_MAX 64
 
 #endif

@@ -200,6 +200,7 @@ static void assign(ak_srv *s) {
             const int32_t *have = ak_session_tokens(sl->s);
             int pos = ak_session_pos(sl->s), k = 0;
             while (j->prompt && k < pos && k < j->n_prompt && have[k] == j->prompt[k]) k++;
+            k = ak_session_keep(sl->s, k);   /* what ak_generate can reuse of it */
             if (k > best_len) best = i, best_len = k;
         }
         if (best < 0) return;

@@ -17,6 +17,9 @@ check "run -v prints the table size" 'grep -Eq "^dispatch table: [0-9]+ commands
 check "run -v on the CPU: an F32 KV cache by default" 'grep -q "backend cpu, KV cache f32$" "$tmp/v"'
 "$bin" run -v --kv-f16 -m "$fx/qwen3/qwen3-f32.gguf" --prompt-ids 1,2 -n 1 2>"$tmp/v" >/dev/null
 check "run -v --kv-f16: an F16 KV cache" 'grep -q "backend cpu, KV cache f16$" "$tmp/v"'
+"$bin" run -v -c 4096 -m "$fx/gemma3/gemma3-f32.gguf" --prompt-ids 1,2 -n 1 2>"$tmp/v" >/dev/null
+check "run -v: the KV cache per kind of layer, the sliding ones a ring (window 8 + chunk 512, in rows of 256)" \
+      'grep -Eq "^kv cache: 1 global layers x 4096 rows = [0-9.]+ MB, 5 sliding layers x 768 rows = [0-9.]+ MB$" "$tmp/v"'
 out=$("$bin" run -v --kv q8_0 --kv-v q4_0 -m "$fx/qwen3/qwen3-f32.gguf" --prompt-ids "$ids" -n 8 --greedy --print-ids 2>"$tmp/v")
 check "run -v --kv q8_0 --kv-v q4_0: K and V caches of those types" 'grep -q "backend cpu, KV cache q8_0/q4_0$" "$tmp/v"'
 check "run --kv q8_0 --kv-v q4_0 generates 8 ids ($out)" '[[ "$out" =~ ^[0-9]+(,[0-9]+){7}$ ]]'

@@ -4,7 +4,9 @@
  * depend on which slot's cache took the request, and a prompt's greedy continuation on
  * what was asked before it. Every decoder fixture (f32, Gemma's window-8 layers crossed
  * several times), the requantized llama and qwen3 in every type (AKUNU_QUANT_MODELS, set
- * by quant_models.cmake), F32 and F16 KV caches; prompts of 37 ids.
+ * by quant_models.cmake), F32 and F16 KV caches; prompts of 37 ids. The sliding-window
+ * layers' ring on the CPU (their window and a chunk, 256 rows, in a context of 700)
+ * gives the whole cache's bits over 700 ids, split anywhere.
  *     test_prefill_split [cpu|cuda]      (cuda: exits 77, skipped, without a GPU) */
 #include "akunu.h"
 #include "fixture_util.h"
@@ -33,6 +35,43 @@ static int first_diff(const float *lg, const float *ref, int n, size_t V) {
     for (int r = 0; r < n; r++)
         if (memcmp(lg + (size_t)r * V, ref + (size_t)r * V, V * sizeof(float))) return r;
     return -1;
+}
+
+/* Gemma 2 and 3 (window 8) on the CPU over N_RING ids: chunks of 16 (a ring of 256 rows)
+ * in one call and split around the ring's wraps, against chunks of 512 (the window and a
+ * chunk exceed the context: no ring). */
+#define N_RING 700
+static void ring_model(ak_model *m, const char *name) {
+    size_t V = (size_t)ak_model_vocab(m);
+    int32_t *ids = malloc(N_RING * sizeof *ids);
+    uint64_t rng = 26;
+    for (int i = 0; i < N_RING; i++) ids[i] = (int32_t)(ak_rand_u32(&rng) % (uint32_t)V);
+    float *ref = malloc(N_RING * V * sizeof(float)), *lg = malloc(N_RING * V * sizeof(float));
+    static const ak_kv_type kvs[] = {AK_KV_F32, AK_KV_F16};
+    for (int ki = 0; ki < 2; ki++) {
+        ak_session *whole = ak_fx_session(m, backend, N_RING, 512, kvs[ki], true, name);
+        ak_session *ring = ak_fx_session(m, backend, N_RING, 16, kvs[ki], true, name);
+        if (whole && ring && prefill2(whole, ids, N_RING, 0, ref, V, name)) {
+            ak_kv_layers g, w, gr, wr;
+            ak_session_kv_layers(whole, &g, &w);
+            ak_session_kv_layers(ring, &gr, &wr);
+            CHECK(w.layers > 0 && w.rows == N_RING && wr.rows == 256 && g.bytes == gr.bytes, "%s: sliding layers of %d and %d rows",
+                  name, w.rows, wr.rows);
+            static const int splits[] = {0, 1, 255, 256, 300, 511, 600, N_RING - 1};
+            for (size_t k = 0; k < sizeof splits / sizeof *splits; k++) {
+                if (!prefill2(ring, ids, N_RING, splits[k], lg, V, name)) break;
+                int r = first_diff(lg, ref, N_RING, V);
+                CHECK(r < 0, "%s kv=%d: a ring of %d rows, split at %d, changes the logits from row %d", name, ki, wr.rows,
+                      splits[k], r);
+            }
+        }
+        ak_session_free(whole);
+        ak_session_free(ring);
+    }
+    printf("%-14s %d ids through the sliding layers' ring, f32 and f16 caches\n", name, N_RING);
+    free(ids);
+    free(ref);
+    free(lg);
 }
 
 static void one_model(const char *path, const char *name) {
@@ -69,6 +108,7 @@ static void one_model(const char *path, const char *name) {
     printf("%-14s %d splits and chunks of 3 and 7, f32 and f16 caches\n", name, N_IDS - 1);
     free(ref);
     free(lg);
+    if (backend == AK_BACKEND_CPU && (!strcmp(name, "gemma2") || !strcmp(name, "gemma3"))) ring_model(m, name);
     ak_model_free(m);
 }
 

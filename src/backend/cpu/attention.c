@@ -1,7 +1,9 @@
-/* Attention over the head-major KV cache ([kv_head][max_seq][head_dim] per layer):
- * decode split over the KV length (flash decoding: partials per key chunk and KV head,
- * merged in a fixed order) and prefill as tiled flash attention (online softmax over key
- * blocks), with GQA, causal mask, sliding window and logit softcap. */
+/* Attention over the head-major KV cache ([kv_head][max_seq][head_dim] per layer, or
+ * [kv_head][cap] slots, a ring, for a sliding-window layer: ak_kv_row): decode split over
+ * the KV length (flash decoding: partials per key chunk and KV head, merged in a fixed
+ * order) and prefill as tiled flash attention (online softmax over key blocks), with GQA,
+ * causal mask, sliding window and logit softcap. Key chunks and tiles start at multiples
+ * of their size, which divides a ring's: each reads contiguous slots. */
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/vecmath.h"
 #include <math.h>
@@ -221,7 +223,6 @@ A512 static void attn_prefill_512(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_
     for (int64_t w = lo_w; w < hi_w; w++) {
         int h = (int)(w / nqb), i0 = (int)(w % nqb) * QB;
         int nqr = p->n - i0 < QB ? p->n - i0 : QB;
-        size_t base = (size_t)(h / group) * p->max_seq;
         int klo, khi, tlo, thi;
         int32_t lo[QB], hi[QB];
         key_range(p, p->pos + i0, &klo, &thi);
@@ -240,8 +241,9 @@ A512 static void attn_prefill_512(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_
          * with the block's first row) */
         for (int kb = klo / KB * KB; kb < khi; kb += KB) {
             int nk = khi - kb < KB ? khi - kb : KB;
-            const float *K = cache_rows(c->b[1], p->kt, base + kb, nk, hd, Kw);
-            const float *V = cache_rows(c->b[2], p->vt, base + kb, nk, hd, Vw);
+            size_t row = ak_kv_row(h / group, kb, p->cap, p->max_seq);
+            const float *K = cache_rows(c->b[1], p->kt, row, nk, hd, Kw);
+            const float *V = cache_rows(c->b[2], p->vt, row, nk, hd, Vw);
             /* ST = scale * Q K^T (softcapped), masked per query; mx its max per query */
             __m512 mx = ninf;
             for (int j = 0; j < nk;) {
@@ -315,7 +317,6 @@ void ak_cpu_attn_prefill(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls)
     for (int64_t w = lo_w; w < hi_w; w++) {
         int h = (int)(w / nqb), i0 = (int)(w % nqb) * AK_ATTN_QB;
         int nqr = p->n - i0 < AK_ATTN_QB ? p->n - i0 : AK_ATTN_QB;
-        size_t base = (size_t)(h / group) * p->max_seq;
         int klo, khi, tlo, thi, lo[AK_ATTN_QB], hi[AK_ATTN_QB];
         key_range(p, p->pos + i0, &klo, &thi);
         key_range(p, p->pos + i0 + nqr - 1, &tlo, &khi);
@@ -328,10 +329,11 @@ void ak_cpu_attn_prefill(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls)
         memset(O, 0, (size_t)nqr * hd * sizeof(float));
         for (int kb = klo / AK_ATTN_KB * AK_ATTN_KB; kb < khi; kb += AK_ATTN_KB) {   /* as attn_prefill_512 */
             int nk = khi - kb < AK_ATTN_KB ? khi - kb : AK_ATTN_KB;
+            size_t base = ak_kv_row(h / group, kb, p->cap, p->max_seq);
             /* S = Q K^T for the tile, masked per query */
             for (int j = 0; j < nk; j++) {
                 float sc[AK_ATTN_QB];
-                scores(QT, cache_rows(c->b[1], p->kt, base + kb + j, 1, hd, tmp), hd, sc);
+                scores(QT, cache_rows(c->b[1], p->kt, base + j, 1, hd, tmp), hd, sc);
                 int key = kb + j;
                 for (int r = 0; r < nqr; r++)
                     S[r * AK_ATTN_KB + j] = key >= lo[r] && key < hi[r] ? score(sc[r], p) : -INFINITY;
@@ -348,7 +350,7 @@ void ak_cpu_attn_prefill(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls)
                 M[r] = mx;
             }
             for (int j = 0; j < nk; j++) {
-                const float *vr = cache_rows(c->b[2], p->vt, base + kb + j, 1, hd, tmp);
+                const float *vr = cache_rows(c->b[2], p->vt, base + j, 1, hd, tmp);
                 for (int r = 0; r < nqr; r++) {
                     float e = S[r * AK_ATTN_KB + j];
                     if (M[r] == -INFINITY || e == 0) continue;
@@ -607,7 +609,7 @@ static void decode_chunk(const ak_cpu_cmd *c, const ak_p_attn *p, const dec_ops 
                          float *part, float *scratch) {
     const int hd = p->head_dim, G = p->n_heads / p->n_kv_heads, nk = b - a;
     const ak_dtype kt = (ak_dtype)p->kt, vt = (ak_dtype)p->vt;
-    const size_t rk = ak_dtype_row_bytes(kt, hd), rv = ak_dtype_row_bytes(vt, hd), row0 = (size_t)kvh * p->max_seq + a;
+    const size_t rk = ak_dtype_row_bytes(kt, hd), rv = ak_dtype_row_bytes(vt, hd), row0 = ak_kv_row(kvh, a, p->cap, p->max_seq);
     const float *q = (const float *)c->b[0] + (size_t)r * p->ld_q + (size_t)kvh * G * hd;
     const uint8_t *K = (const uint8_t *)c->b[1] + row0 * rk, *V = (const uint8_t *)c->b[2] + row0 * rv;
     float *S = scratch, *Kt = S + (size_t)G * DC, *Vt = Kt + 16 * (size_t)hd;   /* scores [G][DC], key and value tiles [16][hd] */

@@ -315,6 +315,7 @@ ak_status ak_backend_cpu_create(int n_threads, ak_backend **out, ak_err *err) {
     b->name = "cpu";
     b->rows_as_decode = true;
     b->kv_blocks = true;
+    b->kv_ring = true;
     b->n_threads = n_threads;
     b->buf_import = cpu_import;
     b->buf_alloc = cpu_alloc;

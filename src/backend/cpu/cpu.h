@@ -139,5 +139,7 @@ size_t ak_cpu_mm_panel_scratch(const ak_cpu_cmd *c, int kernel);
 #define AK_ATTN_QB 16   /* prefill attention tile: queries */
 #define AK_ATTN_KB 64   /* prefill attention tile: keys */
 #define AK_ATTN_DC 256  /* decode attention: keys a chunk (a unit of work, and of the merge) */
+_Static_assert(AK_KV_RING_ALIGN % AK_ATTN_KB == 0 && AK_KV_RING_ALIGN % AK_ATTN_DC == 0,
+               "a key tile or chunk of a ring reads contiguous slots");
 
 #endif

@@ -76,7 +76,7 @@ void ak_cpu_rope_kv(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
         ak_cpu_wht(x, hd, rk);   /* a rotated key cache: Q and K alike (the K row is dead after the write) */
         if (is_q) continue;
         int kh = h - nh;
-        size_t idx = (size_t)kh * p->max_seq + (size_t)pos;
+        size_t idx = ak_kv_row(kh, pos, p->cap, p->max_seq);
         store_row(c->b[4], p->kt, idx, x, hd);
         float *v = row + nq + nk + kh * hd;
         if (p->flags & AK_ROPE_F_BIAS) for (int k = 0; k < hd; k++) v[k] += bias[nq + nk + kh * hd + k];

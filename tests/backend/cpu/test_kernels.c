@@ -355,6 +355,74 @@ static void test_attention(void) {
         }
 }
 
+/* Ring caches (a sliding-window layer's: cap rows a KV head, key position j in slot
+ * j % cap, each slot holding the latest position written there, as rope_kv leaves it),
+ * the window wrapping the ring: decode (one and several chunks, split over 1..7 workers)
+ * and prefill give the same bits as over the whole cache, and match the reference. */
+static void test_attention_ring(void) {
+    struct { int nh, nkv, hd, n, pos, window, cap; float softcap; } cs[] = {
+        {4, 2, 32, 1, 700, 100, 256, 0},   {8, 2, 64, 1, 600, 250, 256, 30},   /* decode: two chunks across the wrap */
+        {4, 1, 256, 1, 3000, 512, 1024, 0},                                    /* Gemma 3 270M's heads, window and ring */
+        {6, 2, 16, 40, 900, 200, 256, 50}, {2, 1, 128, 70, 1000, 300, 512, 0}, /* prefill: key tiles wrap */
+        {4, 4, 32, 33, 520, 8, 256, 0},    {3, 3, 6, 1, 300, 40, 256, 0},
+    };
+    static const ak_dtype types[] = {AK_F32, AK_F16, AK_Q8_0};
+    for (size_t ci = 0; ci < sizeof cs / sizeof *cs; ci++)
+        for (size_t ty = 0; ty < sizeof types / sizeof *types; ty++) {
+            int hd = cs[ci].hd, nh = cs[ci].nh, nkv = cs[ci].nkv, n = cs[ci].n, cap = cs[ci].cap;
+            ak_dtype t = types[ty];
+            if (t == AK_Q8_0 && hd % 32) continue;
+            int max_seq = cs[ci].pos + n, ld_q = nh * hd + 2 * nkv * hd;
+            ak_p_attn p = {.n = n, .pos = cs[ci].pos, .kv_len = max_seq, .n_heads = nh, .n_kv_heads = nkv, .head_dim = hd,
+                           .ld_q = ld_q, .max_seq = max_seq, .kt = t, .vt = t, .window = cs[ci].window, .causal = 1,
+                           .scale = 1 / sqrtf((float)hd), .softcap = cs[ci].softcap};
+            ak_p_attn pr = p;
+            pr.cap = cap;
+            size_t cn = (size_t)nkv * max_seq * hd, rb = ak_dtype_row_bytes(t, hd);
+            float *q = rnd((size_t)n * ld_q, 2), *kf = rnd(cn, 2), *vf = rnd(cn, 1);
+            uint8_t *kc = make_cache(t, kf, cn, hd), *vc = make_cache(t, vf, cn, hd);
+            uint8_t *kr = malloc((size_t)nkv * cap * rb), *vr = malloc((size_t)nkv * cap * rb);
+            for (int h = 0; h < nkv; h++)
+                for (int j = 0; j < max_seq; j++) {
+                    size_t at = ak_kv_row(h, j, cap, max_seq), from = (size_t)h * max_seq + j;
+                    CHECK(at == (size_t)h * cap + (size_t)(j % cap), "ak_kv_row: head %d position %d in row %zu", h, j, at);
+                    memcpy(kr + at * rb, kc + from * rb, rb);
+                    memcpy(vr + at * rb, vc + from * rb, rb);
+                }
+            double *ref = malloc((size_t)n * nh * hd * sizeof(double));
+            for (int i = 0; i < n; i++)
+                for (int h = 0; h < nh; h++) {
+                    ak_attn_ref(&p, q, kf, vf, i, h, ref + ((size_t)i * nh + h) * hd);
+                    wht_ref(ref + ((size_t)i * nh + h) * hd, hd, ak_kv_rot(t, hd, 1));
+                }
+            size_t no = (size_t)n * nh * hd;
+            float *whole = malloc(no * sizeof(float)), *out = malloc(no * sizeof(float));
+            for (int kind = n == 1 ? 0 : 1; kind < 2; kind++)
+                for (size_t th = 0; th < 4; th++) {
+                    int k = kind ? AK_K_ATTN_PREFILL : AK_K_ATTN_DECODE;
+                    for (int r = 0; r < 2; r++) {
+                        const ak_p_attn *pp = r ? &pr : &p;
+                        ak_cpu_cmd c = {0};
+                        memcpy(c.p, pp, sizeof *pp);
+                        c.b[0] = q; c.b[1] = r ? kr : kc; c.b[2] = r ? vr : vc; c.b[3] = r ? out : whole;
+                        size_t counts, bytes;
+                        ak_cpu_shared_need(k, pp, &counts, &bytes);
+                        c.sh.count = calloc(counts + 1, sizeof *c.sh.count);
+                        c.sh.data = malloc(bytes + 1);
+                        run(kind ? ak_cpu_attn_prefill : ak_cpu_attn_decode, &c, thread_counts[th], ak_cpu_scratch_need(k, pp));
+                        free(c.sh.count);
+                        free(c.sh.data);
+                    }
+                    CHECK(!memcmp(out, whole, no * sizeof(float)), "%s ring case %zu %s nth=%d: differs from the whole cache",
+                          kind ? "prefill" : "decode", ci, ak_dtype_info[t].name, thread_counts[th]);
+                    double e = max_rel(out, ref, no);
+                    CHECK(e < 2e-6, "%s ring case %zu %s nth=%d: rel err %g", kind ? "prefill" : "decode", ci,
+                          ak_dtype_info[t].name, thread_counts[th], e);
+                }
+            free(q); free(kf); free(vf); free(kc); free(vc); free(kr); free(vr); free(ref); free(whole); free(out);
+        }
+}
+
 /* rope_kv into caches of every type, K and V of different types, against the same
  * command into F32 caches: a Q8_0 / Q4_0 key cache rotates Q and K (ak_kv_rot), a value
  * cache V, as the reference Walsh-Hadamard product does (1e-5), and each cache row holds
@@ -401,20 +469,25 @@ static void test_rope_kv_types(void) {
     }
 }
 
+/* ring: a sliding-window layer's cache of cap rows a KV head, position j in slot j % cap
+ * (the rows written here wrap it) */
 static void test_rope_kv(void) {
     for (int style = AK_ROPE_INTERLEAVED; style <= AK_ROPE_NEOX; style++)
         for (int flags = 0; flags < 4; flags++)
-            for (int f16 = 0; f16 < 2; f16++) {
-                int nh = 4, nkv = 2, hd = 16, n_rot = flags & 1 ? 16 : 12, n = 5, pos = 9, max_seq = 32;
+            for (int f16 = 0; f16 < 2; f16++)
+            for (int ring = 0; ring < 2; ring++) {
+                int nh = 4, nkv = 2, hd = 16, n_rot = flags & 1 ? 16 : 12, n = 5, pos = ring ? 30 : 9, max_seq = 40;
+                int cap = ring ? 8 : 0, rows = ring ? cap : max_seq;
                 int nq = nh * hd, nk = nkv * hd, ld = nq + 2 * nk + 1;
                 float *qkv = rnd((size_t)n * ld, 2), *orig = malloc((size_t)n * ld * 4), *inv = malloc(8 * 4);
                 float *qn = rnd((size_t)hd, 1), *kn = rnd((size_t)hd, 1), *bias = rnd((size_t)(nq + 2 * nk), 1);
                 memcpy(orig, qkv, (size_t)n * ld * 4);
                 for (int i = 0; i < n_rot / 2; i++) inv[i] = powf(10000.f, -2.f * i / n_rot);
-                size_t cn = (size_t)nkv * max_seq * hd;
+                size_t cn = (size_t)nkv * rows * hd;
                 void *kc = calloc(cn, 4), *vc = calloc(cn, 4);
                 ak_p_rope_kv p = {.n = n, .pos = pos, .n_heads = nh, .n_kv_heads = nkv, .head_dim = hd, .n_rot = n_rot,
-                                  .style = style, .ld = ld, .max_seq = max_seq, .kt = f16 ? AK_F16 : AK_F32, .vt = f16 ? AK_F16 : AK_F32, .flags = flags, .eps = 1e-6f};
+                                  .style = style, .ld = ld, .max_seq = max_seq, .kt = f16 ? AK_F16 : AK_F32, .vt = f16 ? AK_F16 : AK_F32,
+                                  .flags = flags, .eps = 1e-6f, .cap = cap};
                 ak_cpu_cmd c = {0};
                 memcpy(c.p, &p, sizeof p);
                 c.b[0] = qkv; c.b[1] = qn; c.b[2] = kn; c.b[3] = inv; c.b[4] = kc; c.b[5] = vc; c.b[6] = bias;
@@ -443,7 +516,7 @@ static void test_rope_kv(void) {
                             double got = qkv[(size_t)i * ld + off + k];
                             worst = fmax(worst, fabs(got - r[k]));
                             if (!isq) {
-                                size_t idx = ((size_t)(h - nh) * max_seq + pos + i) * hd + k;
+                                size_t idx = ((size_t)(h - nh) * rows + (pos + i) % rows) * hd + k;
                                 double kv = f16 ? ak_f16_to_f32(((uint16_t *)kc)[idx]) : ((float *)kc)[idx];
                                 worst = fmax(worst, fabs(kv - r[k]) - (f16 ? fabs(r[k]) * 1e-3 : 0));
                                 double vref = orig[(size_t)i * ld + nq + nk + (h - nh) * hd + k] + ((flags & 2) ? bias[nq + nk + (h - nh) * hd + k] : 0);
@@ -452,7 +525,7 @@ static void test_rope_kv(void) {
                             }
                         }
                     }
-                CHECK(worst < 2e-5, "rope_kv style=%d flags=%d f16=%d: err %g", style, flags, f16, worst);
+                CHECK(worst < 2e-5, "rope_kv style=%d flags=%d f16=%d ring=%d: err %g", style, flags, f16, ring, worst);
                 free(qkv); free(orig); free(inv); free(qn); free(kn); free(bias); free(kc); free(vc);
             }
 }
@@ -522,6 +595,7 @@ int main(void) {
         test_softcap_range();
         test_norms();
         test_attention();
+        test_attention_ring();
         test_rope_kv();
         test_rope_kv_types();
         test_sample();
