@@ -166,9 +166,10 @@ AK_API void ak_chat_calls_free(ak_chat_call *calls, int n);
 
 /* The KV cache's element type. AUTO: F16 on the CUDA backend (its prefill attention runs
  * on tensor cores from an F16 cache, and the cache is half the size), F32 on the CPU
- * (exact, and its attention reads F32 rows without a conversion). Q8_0 and Q4_0 (ggml's
- * blocks of 32: a quarter and an eighth of F32's bytes, plus a scale a block) need a head
- * dimension that is a multiple of 32; the CPU backend takes them, K and V each. */
+ * (exact, and its attention reads F32 rows without a conversion) and for encoders. Q8_0
+ * and Q4_0 (ggml's blocks of 32: a quarter and an eighth of F32's bytes, plus a scale a
+ * block) need a head dimension that is a multiple of 32; the CPU backend takes them, K
+ * and V each. */
 typedef enum { AK_KV_F32 = 0, AK_KV_F16 = 1, AK_KV_AUTO = 2, AK_KV_Q8_0 = 3, AK_KV_Q4_0 = 4 } ak_kv_type;
 typedef enum { AK_BACKEND_CPU = 0, AK_BACKEND_CUDA, AK_BACKEND_AUTO } ak_backend_kind;
 

@@ -1,7 +1,8 @@
 /* akunu bench: prompt processing (ppN) and generation (tgN) throughput the way
  * llama-bench measures them, plus the weight bytes one decode step reads, the achieved
  * GB/s and its share of the measured read bandwidth (the roofline); with --sample, the
- * generation again with the sampling that chat clients use. */
+ * generation again with the sampling that chat clients use. Encoder models measure
+ * embedding throughput instead: batches of B sequences of N tokens, sentences/s. */
 #include "cli.h"
 #include <math.h>
 #include <stdio.h>
@@ -14,7 +15,8 @@ static const char *usage =
     "       -d: run each test after DEPTH tokens already in the cache (llama-bench's -d; GB/s counts weights only)\n"
     "       --sample: tgN again, sampled in the table as llama.cpp samples by default (temperature 0.8, top-k 40,\n"
     "                 top-p 0.95, min-p 0.05, repeat penalty 1.1 over 64 tokens)\n"
-    "       akunu bench -m FILE --bandwidth [-t THREADS] [--backend ...]   the backend's memory read bandwidth only\n";
+    "       akunu bench -m FILE --bandwidth [-t THREADS] [--backend ...]   the backend's memory read bandwidth only\n"
+    "       encoder models: embeddings of -b BATCH (32) sequences of -p N tokens each, sentences/s\n";
 
 static double now(void) {
     struct timespec t;
@@ -80,8 +82,27 @@ static int timed(ak_session *s, int vocab, int n_depth, int n_pp, int n_tg, doub
     return 0;
 }
 
+/* One timed batch of n_seq distinct sequences of n ids through ak_embed_batch. */
+static int timed_embed(ak_session *s, int vocab, int dim, int n, int n_seq, double *sps) {
+    ak_err err = {{0}};
+    int32_t *ids = prompt_ids(0, n * n_seq, vocab);
+    const int32_t **seqs = malloc((size_t)n_seq * sizeof *seqs);
+    int *lens = malloc((size_t)n_seq * sizeof *lens);
+    float *out = malloc((size_t)n_seq * (size_t)dim * sizeof *out);
+    int rc = !ids || !seqs || !lens || !out;
+    if (rc) fprintf(stderr, "akunu: out of memory\n");
+    for (int i = 0; !rc && i < n_seq; i++) { seqs[i] = ids + (size_t)i * n; lens[i] = n; }
+    if (!rc) {
+        double t0 = now();
+        if (ak_embed_batch(s, seqs, lens, n_seq, out, true, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); rc = 1; }
+        *sps = n_seq / (now() - t0);
+    }
+    free(ids); free(seqs); free(lens); free(out);
+    return rc;
+}
+
 int ak_cli_bench(int argc, char **argv) {
-    int n_pp = 512, n_tg = 128, n_depth = 0, reps = 5, rc;
+    int n_pp = 512, n_tg = 128, n_depth = 0, reps = 5, batch = 32, rc;
     bool json = false, bw_only = false, sample = false;
     /* bench-only flags first; the rest goes to the common parser */
     char **rest = malloc(((size_t)argc + 3) * sizeof *rest);
@@ -93,13 +114,14 @@ int ak_cli_bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "-r") || !strcmp(argv[i], "--reps")) dst = &reps;
         else if (!strcmp(argv[i], "-n")) dst = &n_tg;
         else if (!strcmp(argv[i], "-d") || !strcmp(argv[i], "--depth")) dst = &n_depth;
+        else if (!strcmp(argv[i], "-b") || !strcmp(argv[i], "--batch")) dst = &batch;
         else if (!strcmp(argv[i], "--json")) { json = true; continue; }
         else if (!strcmp(argv[i], "--sample")) { sample = true; continue; }
         else if (!strcmp(argv[i], "--bandwidth")) { bw_only = true; continue; }
         if (dst) {
             char *end;
             long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : -1;
-            if (i + 1 >= argc || *end || v < 0 || v > 65536 || (dst == &reps && v < 1)) {
+            if (i + 1 >= argc || *end || v < 0 || v > 65536 || ((dst == &reps || dst == &batch) && v < 1)) {
                 fprintf(stderr, "akunu: %s expects a count\n%s", argv[i], usage);
                 free(rest);
                 return 2;
@@ -120,10 +142,13 @@ int ak_cli_bench(int argc, char **argv) {
     ak_session *s = NULL;
     ak_err err = {{0}};
     double bw = 0;
-    o.ctx = n_depth + (n_pp > n_tg ? n_pp : n_tg) + 1;
+    o.ctx = n_depth + (n_pp > n_tg + 1 ? n_pp : n_tg + 1);   /* ppN fills N rows, tgN feeds N tokens after one */
     /* the depth's prefill goes in chunks of the test's size (512 when only tg is measured) */
     o.chunk = n_pp > 0 ? n_pp : n_depth > 0 ? (n_depth < 512 ? n_depth : 512) : 1;
-    if ((rc = ak_cli_open(&o, false, &m, &s))) return rc;
+    if (ak_model_load(o.model, &m, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); return 1; }
+    const int n_emb = n_pp > 0 ? n_pp : 128;   /* an encoder's input length */
+    if (ak_model_is_encoder(m)) o.ctx = bw_only ? 0 : n_emb;   /* no token follows an input */
+    if ((rc = ak_cli_session(&o, false, &m, &s))) return rc;
     if (ak_session_bandwidth(s, &bw, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); rc = 1; goto done; }
     int threads = ak_session_threads(s);
     const char *name = strrchr(o.model, '/') ? strrchr(o.model, '/') + 1 : o.model;
@@ -132,6 +157,21 @@ int ak_cli_bench(int argc, char **argv) {
     double bpt = (double)ak_model_decode_bytes(m);
     if (bw_only) {
         printf(json ? "{\"backend\": \"%s\", \"read_gbps\": %.2f}\n" : "backend %s: read bandwidth %.2f GB/s\n", ak_session_backend(s), bw);
+        goto done;
+    }
+    if (ak_model_is_encoder(m)) {   /* sentences/s over batches of distinct sequences */
+        const int n = n_emb;
+        double warm, *v = malloc((size_t)reps * sizeof *v);
+        if (!v || (rc = timed_embed(s, ak_model_vocab(m), ak_model_dim(m), n, batch, &warm))) { free(v); rc = 1; goto done; }
+        for (int r = 0; r < reps && !rc; r++) rc = timed_embed(s, ak_model_vocab(m), ak_model_dim(m), n, batch, &v[r]);
+        stats st = rc ? (stats){0, 0, 0} : summarize(v, reps);
+        free(v);
+        if (rc) goto done;
+        printf(json ? "[\n  {\"model\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"test\": \"embed %dx%d\", "
+                      "\"sentences_per_s_mean\": %.3f, \"sentences_per_s_sd\": %.3f, \"sentences_per_s_median\": %.3f, \"reps\": %d}\n]\n"
+                    : "| model | backend | threads | test | sentences/s | median sentences/s |\n| --- | --- | ---: | --- | ---: | ---: |\n"
+                      "| %s | %s | %d | embed %dx%d | %.2f ± %.2f | %.2f |\n",
+               name, ak_session_backend(s), threads, batch, n, st.mean, st.sd, st.median, reps);
         goto done;
     }
     if (json) printf("[\n");

@@ -33,6 +33,8 @@ typedef struct {
 int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage);
 /* Loads the model and creates a session from the options. */
 int ak_cli_open(const ak_cli_opts *o, bool logits_all, ak_model **m, ak_session **s);
+/* The session part of ak_cli_open for a model already loaded (freed, and *m NULL, on failure). */
+int ak_cli_session(const ak_cli_opts *o, bool logits_all, ak_model **m, ak_session **s);
 /* The session's KV cache type as printed: "f16" or "f32". */
 const char *ak_cli_kv_name(const ak_session *s);
 /* The subcommands. */

@@ -152,6 +152,11 @@ int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage) {
 int ak_cli_open(const ak_cli_opts *o, bool logits_all, ak_model **m, ak_session **s) {
     ak_err err = {{0}};
     if (ak_model_load(o->model, m, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); return 1; }
+    return ak_cli_session(o, logits_all, m, s);
+}
+
+int ak_cli_session(const ak_cli_opts *o, bool logits_all, ak_model **m, ak_session **s) {
+    ak_err err = {{0}};
     ak_session_params p = ak_session_default_params();
     p.chunk = o->chunk;
     p.n_threads = o->threads;

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static const char *usage = "usage: akunu embed -m FILE -p TEXT [-p TEXT ...] [--json] [--no-normalize] [-t THREADS]\n";
+static const char *usage = "usage: akunu embed -m FILE -p TEXT [-p TEXT ...] [--json] [--no-normalize] [-t THREADS] [--backend cpu|cuda|auto]\n";
 
 int ak_cli_embed(int argc, char **argv) {
     ak_cli_opts o;

@@ -30,6 +30,8 @@ struct ak_session {
     void *enc_verify;      /* logits for each into their own buffer, a token chosen from each */
     void *verify_logits;
     int verify_rows;
+    float *pool;           /* ak_embed's rows to pool, read back in one copy (pool_cap floats) */
+    size_t pool_cap;
 };
 
 ak_session_params ak_session_default_params(void) {
@@ -72,10 +74,14 @@ ak_status ak_session_create_ex(ak_model *m, const ak_session_params *pp, bool un
     if (!kv_known(p.kv_type) || !kv_known(p.kv_type_v))
         return ak_fail(err, AK_ERR_ARG, "session: unknown KV cache type %d", (int)(kv_known(p.kv_type) ? p.kv_type_v : p.kv_type));
     if (p.n_ctx == 0) p.n_ctx = m->cfg.n_ctx_train < 4096 ? m->cfg.n_ctx_train : 4096;
+    if (m->pos_embd && p.n_ctx > m->cfg.n_ctx_train)   /* position p + i would read past its table */
+        return ak_fail(err, AK_ERR_ARG, "session: %s has learned positions for %d tokens; a context of %d is longer",
+                       m->arch_name, m->cfg.n_ctx_train, p.n_ctx);
     if (p.chunk == 0) p.chunk = 512;
     if (p.chunk > p.n_ctx || m->arch->encoder) p.chunk = p.n_ctx; /* non-causal: the whole input in one chunk */
     bool cuda = p.backend == AK_BACKEND_CUDA || (p.backend == AK_BACKEND_AUTO && ak_backend_cuda_present());
-    if (p.kv_type == AK_KV_AUTO) p.kv_type = cuda ? AK_KV_F16 : AK_KV_F32;
+    /* an encoder's cache holds one input for one call: F32 keeps its embeddings exact */
+    if (p.kv_type == AK_KV_AUTO) p.kv_type = cuda && !m->arch->encoder ? AK_KV_F16 : AK_KV_F32;
     if (p.kv_type_v == AK_KV_AUTO) p.kv_type_v = p.kv_type;
     bool kv_blocks = p.kv_type == AK_KV_Q8_0 || p.kv_type == AK_KV_Q4_0 || p.kv_type_v == AK_KV_Q8_0 || p.kv_type_v == AK_KV_Q4_0;
     if (kv_blocks && !m->arch->encoder && m->cfg.head_dim % 32)
@@ -154,6 +160,7 @@ void ak_session_free(ak_session *s) {
     ak_table_free(&s->verify);
     ak_gvocab_free(s->gvocab);
     free(s->ids);
+    free(s->pool);
     free(s);
 }
 
@@ -406,17 +413,23 @@ ak_status ak_embed(ak_session *s, const int32_t *ids, int n, float *hidden, floa
     size_t dim = (size_t)c->dim;
     if (hidden && (st = be->buf_read(be, s->bufs[AK_BUF_X], 0, hidden, (size_t)n * dim * 4, err))) return st;
     if (!pooled) return AK_OK;
-    /* pooling reads back only the rows it needs */
+    /* pooling reads back only the rows it needs, in one copy (a GPU pays for each) */
     int lo = c->pooling == AK_POOL_LAST ? n - 1 : 0, hi = c->pooling == AK_POOL_MEAN || c->pooling == AK_POOL_NONE ? n : lo + 1;
-    memset(pooled, 0, dim * sizeof(float));
-    for (int i = lo; i < hi; i++) {
-        float row[4096];
-        for (size_t off = 0; off < dim; off += 4096) {
-            size_t k = dim - off < 4096 ? dim - off : 4096;
-            if ((st = be->buf_read(be, s->bufs[AK_BUF_X], ((size_t)i * dim + off) * 4, row, k * 4, err))) return st;
-            for (size_t j = 0; j < k; j++) pooled[off + j] += row[j];
+    const float *rows = hidden ? hidden + (size_t)lo * dim : NULL;
+    if (!rows) {
+        size_t need = (size_t)(hi - lo) * dim;
+        if (need > s->pool_cap) {
+            float *p = realloc(s->pool, need * sizeof *p);
+            if (!p) return ak_fail(err, AK_ERR_NOMEM, "out of memory");
+            s->pool = p;
+            s->pool_cap = need;
         }
+        if ((st = be->buf_read(be, s->bufs[AK_BUF_X], (size_t)lo * dim * 4, s->pool, need * 4, err))) return st;
+        rows = s->pool;
     }
+    memset(pooled, 0, dim * sizeof(float));
+    for (int i = 0; i < hi - lo; i++)
+        for (size_t j = 0; j < dim; j++) pooled[j] += rows[(size_t)i * dim + j];
     double norm = 0;
     for (size_t j = 0; j < dim; j++) { pooled[j] /= (float)(hi - lo); norm += (double)pooled[j] * pooled[j]; }
     if (normalize && norm > 0)

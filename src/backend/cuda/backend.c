@@ -3,8 +3,10 @@
  * A one-row table (decode) is captured into CUDA graphs: one step, and
  * AK_CUDA_UNROLL steps back to back. Per-step values live in a device step struct that
  * the kernels read and the sample command advances, so chain decode of N tokens is N/UNROLL
- * graph launches and one synchronisation. Prefill is launched directly (cuBLAS sizes
- * depend on the chunk). */
+ * graph launches and one synchronisation. A prefill of n rows is launched directly the
+ * first time; when the same n comes again (a batch of embeddings, full prompt chunks) it is
+ * captured for that n and replayed (a few graphs a table): an encoder's 60 small commands
+ * cost more to launch than to run. */
 #include "backend/backend.h"
 #include "backend/cuda/cuda_int.h"
 #include "core/err.h"
@@ -15,6 +17,7 @@
 #include <time.h>
 
 #define AK_CUDA_UNROLL 8
+#define AK_CUDA_PF_GRAPHS 4
 
 typedef struct { uintptr_t addr; void *buf; bool packed; } region;
 
@@ -38,6 +41,8 @@ typedef struct {
     int n, max_rows;
     void *arena;
     cudaGraphExec_t g1, gu;
+    struct { int n; cudaGraphExec_t g; } pg[AK_CUDA_PF_GRAPHS];   /* prefill graphs by row count */
+    int pg_next, last_n;
     unsigned long long *trace;  /* cuda_trace: a row of 8 per command (6 used, see ak_trace_t) */
     int trace_pos;
 } cuda_table;
@@ -131,6 +136,7 @@ static void cu_encoded_free(ak_backend *b, void *enc) {
     if (!t) return;
     if (t->g1) cudaGraphExecDestroy(t->g1);
     if (t->gu) cudaGraphExecDestroy(t->gu);
+    for (int i = 0; i < AK_CUDA_PF_GRAPHS; i++) if (t->pg[i].g) cudaGraphExecDestroy(t->pg[i].g);
     if (t->arena) cudaFree(t->arena);
     if (t->trace) cudaFree(t->trace);
     free(t->cmds);
@@ -185,12 +191,12 @@ static cudaError_t launch_all(cuda_backend *cb, cuda_table *t, int n) {
     return cudaSuccess;
 }
 
-static cudaError_t capture(cuda_backend *cb, cuda_table *t, int steps, cudaGraphExec_t *out) {
+static cudaError_t capture(cuda_backend *cb, cuda_table *t, int steps, int n, cudaGraphExec_t *out) {
     cudaGraph_t g = NULL;
     cudaError_t e = cudaStreamBeginCapture(cb->ctx.stream, cudaStreamCaptureModeThreadLocal);
     if (e != cudaSuccess) return e;
     cudaError_t le = cudaSuccess;
-    for (int s = 0; s < steps && le == cudaSuccess; s++) le = launch_all(cb, t, 1);
+    for (int s = 0; s < steps && le == cudaSuccess; s++) le = launch_all(cb, t, n);
     e = cudaStreamEndCapture(cb->ctx.stream, &g);
     if (le != cudaSuccess) e = le;
     if (e == cudaSuccess) e = cudaGraphInstantiate(out, g, 0);
@@ -209,40 +215,39 @@ static const char *kv_unsupported(int kt, int vt, int hd) {
 }
 
 /* Features the table may ask for that these kernels lack: refuse them at encode rather
- * than compute something else (encoders' LayerNorm, learned positions and plain
- * activation; the MLX block types; KV cache types above). */
+ * than compute something else (the MLX block types; the KV cache types above, heads the
+ * decode lacks, a ring cache: the kernels index a head's rows by position). */
 
 static const char *unsupported(const ak_cmd *c) {
+    static const char ring[] = "a sliding-window layer's cache as a ring (kv_ring is off here)";
     const void *p = c->params;
     switch (c->kernel) {
     case AK_K_ROPE_KV: {
         const ak_p_rope_kv *r = p;
-        return kv_unsupported(r->kt, r->vt, r->head_dim);
+        return r->cap && r->cap != r->max_seq ? ring : kv_unsupported(r->kt, r->vt, r->head_dim);
     }
     case AK_K_ATTN_PREFILL: {
         const ak_p_attn *a = p;
-        return kv_unsupported(a->kt, a->vt, a->head_dim);
+        return a->cap && a->cap != a->max_seq ? ring : kv_unsupported(a->kt, a->vt, a->head_dim);
     }
-    case AK_K_NORM: case AK_K_ADD_NORM:
-        return (((const ak_p_norm *)p)->flags & AK_NORM_F_LAYER) ? "LayerNorm" : NULL;
+    case AK_K_ATTN_DECODE: {
+        const ak_p_attn *a = p;
+        int hd = a->head_dim;
+        if (hd != 32 && hd != 64 && hd != 128 && hd != 256) return "heads of other than 32, 64, 128 or 256 dimensions";
+        return a->cap && a->cap != a->max_seq ? ring : kv_unsupported(a->kt, a->vt, hd);
+    }
     case AK_K_EMBED: {
         const ak_p_embed *e = p;
-        if (e->flags) return "position or token-type embeddings";
-        return e->dtype >= AK_MLX_Q2 ? "an MLX weight type" : NULL;
+        bool mlx = e->dtype >= AK_MLX_Q2 || ((e->flags & AK_EMBED_F_POS) && e->pos_dtype >= AK_MLX_Q2) ||
+                   ((e->flags & AK_EMBED_F_TYPE) && e->type_dtype >= AK_MLX_Q2);
+        return mlx ? "an MLX weight type" : NULL;
     }
-    case AK_K_ACT_GATE: return ((const ak_p_act *)p)->gated ? NULL : "an ungated activation";
     case AK_K_GEMV: case AK_K_GEMM: {
         const ak_p_mm *m = p;
         for (int g = 0; g < m->nseg; g++) if (m->dtype[g] >= AK_MLX_Q2) return "an MLX weight type";
         return NULL;
     }
     case AK_K_GEMV_ACT_DOWN: return ((const ak_p_act_down *)p)->dtype >= AK_MLX_Q2 ? "an MLX weight type" : NULL;
-    case AK_K_ATTN_DECODE: {
-        const ak_p_attn *a = p;
-        int hd = a->head_dim;
-        if (hd != 32 && hd != 64 && hd != 128 && hd != 256) return "heads of other than 32, 64, 128 or 256 dimensions";
-        return kv_unsupported(a->kt, a->vt, hd);
-    }
     default: return NULL;
     }
 }
@@ -546,8 +551,8 @@ static ak_status cu_encode(ak_backend *b, const ak_table *tab, void *const bufs[
         code_gates(t);
         plan_trace(cb, t);
         /* decode: one graph per step, and one of AK_CUDA_UNROLL steps */
-        ce = capture(cb, t, 1, &t->g1);
-        if (ce == cudaSuccess) ce = capture(cb, t, AK_CUDA_UNROLL, &t->gu);
+        ce = capture(cb, t, 1, 1, &t->g1);
+        if (ce == cudaSuccess) ce = capture(cb, t, AK_CUDA_UNROLL, 1, &t->gu);
         if (ce != cudaSuccess) {
             cudaGetLastError();
             if (t->g1) cudaGraphExecDestroy(t->g1);
@@ -642,6 +647,29 @@ static void trace_print(cuda_table *t, cudaStream_t s) {
     free(h);
 }
 
+/* One prefill of n rows: its graph if one was captured for n; captured now if the previous
+ * prefill had n rows too; otherwise launched directly. */
+static cudaError_t prefill(cuda_backend *cb, cuda_table *t, int n) {
+    bool again = t->last_n == n;
+    t->last_n = n;
+    for (int i = 0; i < AK_CUDA_PF_GRAPHS; i++)
+        if (t->pg[i].g && t->pg[i].n == n) return cudaGraphLaunch(t->pg[i].g, cb->ctx.stream);
+    if (!again) return launch_all(cb, t, n);
+    int k = t->pg_next;
+    t->pg_next = (k + 1) % AK_CUDA_PF_GRAPHS;
+    if (t->pg[k].g) cudaGraphExecDestroy(t->pg[k].g);
+    t->pg[k].g = NULL;
+    cudaError_t e = capture(cb, t, 1, n, &t->pg[k].g);
+    if (e != cudaSuccess) {   /* launch directly instead */
+        cudaGetLastError();
+        if (t->pg[k].g) cudaGraphExecDestroy(t->pg[k].g);
+        t->pg[k].g = NULL;
+        return launch_all(cb, t, n);
+    }
+    t->pg[k].n = n;
+    return cudaGraphLaunch(t->pg[k].g, cb->ctx.stream);
+}
+
 static ak_status cu_run(ak_backend *b, void *enc, ak_run *r, ak_err *err) {
     cuda_backend *cb = (cuda_backend *)b;
     cuda_table *t = enc;
@@ -665,6 +693,8 @@ static ak_status cu_run(ak_backend *b, void *enc, ak_run *r, ak_err *err) {
         int left = r->steps;
         for (; e == cudaSuccess && left >= AK_CUDA_UNROLL; left -= AK_CUDA_UNROLL) e = cudaGraphLaunch(t->gu, s);
         for (; e == cudaSuccess && left > 0; left--) e = cudaGraphLaunch(t->g1, s);
+    } else if (r->n > 1 && r->steps == 1 && !cb->skip[0] && e == cudaSuccess) {
+        e = prefill(cb, t, r->n);
     } else {
         for (int k = 0; k < r->steps && e == cudaSuccess; k++) e = launch_all(cb, t, r->n);
     }

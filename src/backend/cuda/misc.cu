@@ -6,35 +6,48 @@
 #include <stdlib.h>
 
 /* ---- embedding: one block per token row ---- */
+/* o (+)= row of dtype * scale; each thread touches the same elements in every call. */
+__device__ void embed_row(float *o, int dtype, const uint8_t *row, int dim, float scale, bool add) {
+    if (ak_cuda_is_float(dtype)) {
+        for (int k = threadIdx.x; k < dim; k += blockDim.x) {
+            float v = dtype == AK_F32 ? ((const float *)row)[k]
+                    : dtype == AK_F16 ? __half2float(((const __half *)row)[k])
+                    : __bfloat162float(((const __nv_bfloat16 *)row)[k]);
+            v = scale != 1.f ? v * scale : v;
+            o[k] = add ? o[k] + v : v;
+        }
+        return;
+    }
+    int nb32 = dim / 32;
+    for (int s = threadIdx.x; s < nb32; s += blockDim.x) {
+        float v[32];
+        ak_dq32(dtype, row, nb32, s, v);
+        for (int l = 0; l < 32; l++) {
+            float u = scale != 1.f ? v[l] * scale : v[l];
+            o[32 * s + l] = add ? o[32 * s + l] + u : u;
+        }
+    }
+}
+
+/* Encoders add position_embd[pos + i] and token type 0's row (b[3], b[4]). */
 __global__ void k_embed(ak_cuda_args a) {
     AK_KERNEL_ENTRY(ak_p_embed, p);
     int i = blockIdx.x;
     if (i >= p.n) return;
     int32_t id = ak_tok_ptr(a, st_)[i];
-    const uint8_t *row = (const uint8_t *)a.b[0] + (size_t)id * ak_cuda_row_bytes(p.dtype, p.dim);
     float *o = (float *)a.b[2] + (size_t)i * p.dim;
-    if (ak_cuda_is_float(p.dtype)) {
-        for (int k = threadIdx.x; k < p.dim; k += blockDim.x) {
-            float v = p.dtype == AK_F32 ? ((const float *)row)[k]
-                    : p.dtype == AK_F16 ? __half2float(((const __half *)row)[k])
-                    : __bfloat162float(((const __nv_bfloat16 *)row)[k]);
-            o[k] = p.scale != 1.f ? v * p.scale : v;
-        }
-        return;
-    }
-    int nb32 = p.dim / 32;
-    for (int s = threadIdx.x; s < nb32; s += blockDim.x) {
-        float v[32];
-        ak_dq32(p.dtype, row, nb32, s, v);
-        for (int l = 0; l < 32; l++) o[32 * s + l] = p.scale != 1.f ? v[l] * p.scale : v[l];
-    }
+    embed_row(o, p.dtype, (const uint8_t *)a.b[0] + (size_t)id * ak_cuda_row_bytes(p.dtype, p.dim), p.dim, p.scale, false);
+    if (p.flags & AK_EMBED_F_POS)
+        embed_row(o, p.pos_dtype, (const uint8_t *)a.b[3] + (size_t)(p.pos + i) * ak_cuda_row_bytes(p.pos_dtype, p.dim), p.dim,
+                  1.f, true);
+    if (p.flags & AK_EMBED_F_TYPE) embed_row(o, p.type_dtype, (const uint8_t *)a.b[4], p.dim, 1.f, true);
 }
 
 extern "C" int ak_cuda_embed(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
     return (int)ak_launch(k_embed, dim3(c->rows), dim3(128), 0, x->stream, c->a);
 }
 
-/* ---- out = act(g) * u over n rows ---- */
+/* ---- out = act(g) * u (gated) or act(g) over n rows ---- */
 __global__ void k_act_gate(ak_cuda_args a) {
     AK_KERNEL_ENTRY(ak_p_act, p);
     int i = blockIdx.y;
@@ -42,7 +55,7 @@ __global__ void k_act_gate(ak_cuda_args a) {
     const float *g = (const float *)a.b[0] + (size_t)i * p.ld_gu;
     float *o = (float *)a.b[1] + (size_t)i * p.K;
     for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < p.K; k += gridDim.x * blockDim.x)
-        o[k] = ak_dev_act(p.act, g[k]) * g[p.K + k];
+        o[k] = p.gated ? ak_dev_act(p.act, g[k]) * g[p.K + k] : ak_dev_act(p.act, g[k]);
 }
 
 extern "C" int ak_cuda_act_gate(const ak_cuda_cmd *c, ak_cuda_ctx *x) {

@@ -15,6 +15,13 @@ if(AKUNU_HAVE_CUDA)
   add_test(NAME test_depth_cuda COMMAND test_depth cuda)
   set_tests_properties(test_depth_cuda PROPERTIES LABELS cuda SKIP_RETURN_CODE 77 TIMEOUT 300
     ENVIRONMENT "AKUNU_FIXTURES=${AKUNU_FIXTURES}")
+  # encoders against Hugging Face / NumPy (tests/model/test_bert.c, test_nomic.c)
+  add_test(NAME test_bert_cuda COMMAND test_bert cuda)
+  set_tests_properties(test_bert_cuda PROPERTIES LABELS cuda SKIP_RETURN_CODE 77
+    ENVIRONMENT "AKUNU_FIXTURES=${AKUNU_FIXTURES}")
+  add_test(NAME test_nomic_cuda COMMAND test_nomic cuda)
+  set_tests_properties(test_nomic_cuda PROPERTIES LABELS cuda SKIP_RETURN_CODE 77
+    FIXTURES_REQUIRED gen_nomic ENVIRONMENT "AKUNU_NOMIC_DIR=${CMAKE_BINARY_DIR}/nomic")
   # prefill independent of how the prompt is cut (tests/engine/test_prefill_split.c)
   add_test(NAME test_prefill_split_cuda COMMAND test_prefill_split cuda)
   set_tests_properties(test_prefill_split_cuda PROPERTIES LABELS cuda SKIP_RETURN_CODE 77 TIMEOUT 300
