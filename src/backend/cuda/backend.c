@@ -215,8 +215,8 @@ static const char *kv_unsupported(int kt, int vt, int hd) {
 }
 
 /* Features the table may ask for that these kernels lack: refuse them at encode rather
- * than compute something else (the MLX block types; the KV cache types above, heads the
- * decode lacks, a ring cache: the kernels index a head's rows by position). */
+ * than compute something else (the KV cache types above, heads the decode lacks, a ring
+ * cache: the kernels index a head's rows by position). */
 
 static const char *unsupported(const ak_cmd *c) {
     static const char ring[] = "a sliding-window layer's cache as a ring (kv_ring is off here)";
@@ -236,18 +236,6 @@ static const char *unsupported(const ak_cmd *c) {
         if (hd != 32 && hd != 64 && hd != 128 && hd != 256) return "heads of other than 32, 64, 128 or 256 dimensions";
         return a->cap && a->cap != a->max_seq ? ring : kv_unsupported(a->kt, a->vt, hd);
     }
-    case AK_K_EMBED: {
-        const ak_p_embed *e = p;
-        bool mlx = e->dtype >= AK_MLX_Q2 || ((e->flags & AK_EMBED_F_POS) && e->pos_dtype >= AK_MLX_Q2) ||
-                   ((e->flags & AK_EMBED_F_TYPE) && e->type_dtype >= AK_MLX_Q2);
-        return mlx ? "an MLX weight type" : NULL;
-    }
-    case AK_K_GEMV: case AK_K_GEMM: {
-        const ak_p_mm *m = p;
-        for (int g = 0; g < m->nseg; g++) if (m->dtype[g] >= AK_MLX_Q2) return "an MLX weight type";
-        return NULL;
-    }
-    case AK_K_GEMV_ACT_DOWN: return ((const ak_p_act_down *)p)->dtype >= AK_MLX_Q2 ? "an MLX weight type" : NULL;
     default: return NULL;
     }
 }

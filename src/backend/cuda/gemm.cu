@@ -199,7 +199,7 @@ __global__ void k_dequant16_kq(const uint8_t *w, int K, int64_t r0, int nr, __ha
         __align__(16) __half h[16];
 #pragma unroll
         for (int i = 0; i < 16; i++) {
-            const float q = (float)(int8_t)(u.q[g][i / 4] >> (8 * (i % 4)));
+            const float q = (float)((int8_t)(u.q[g][i / 4] >> (8 * (i % 4))) + kq_zero<DT>());
             const float v = kq_has_b<DT>() ? __fadd_rn(__fmul_rn(u.a[g], q), u.b[g]) : __fmul_rn(u.a[g], q);
             h[i] = __float2half_rn(v);
         }
@@ -225,6 +225,11 @@ static bool dequant_kq(int dt, const uint8_t *w, int K, int64_t r0, int nr, __ha
     case AK_Q4_K: dequant_kq<AK_Q4_K>(w, K, r0, nr, out, st); return true;
     case AK_Q5_K: dequant_kq<AK_Q5_K>(w, K, r0, nr, out, st); return true;
     case AK_Q6_K: dequant_kq<AK_Q6_K>(w, K, r0, nr, out, st); return true;
+    case AK_MLX_Q2: dequant_kq<AK_MLX_Q2>(w, K, r0, nr, out, st); return true;
+    case AK_MLX_Q3: dequant_kq<AK_MLX_Q3>(w, K, r0, nr, out, st); return true;
+    case AK_MLX_Q4: dequant_kq<AK_MLX_Q4>(w, K, r0, nr, out, st); return true;
+    case AK_MLX_Q6: dequant_kq<AK_MLX_Q6>(w, K, r0, nr, out, st); return true;
+    case AK_MLX_Q8: dequant_kq<AK_MLX_Q8>(w, K, r0, nr, out, st); return true;
     default: return false;
     }
 }

@@ -670,7 +670,7 @@ __device__ __forceinline__ void gk_dots(const uint8_t *const (&rows)[R], int K, 
                     dot = __dp4a(w[i].q[gi][1], xv.y, dot);
                     dot = __dp4a(w[i].q[gi][2], xv.z, dot);
                     dot = __dp4a(w[i].q[gi][3], xv.w, dot);
-                    float v = w[i].a[gi] * (float)dot;
+                    float v = w[i].a[gi] * (float)(dot + kq_zero<DT>() * sx);
                     if constexpr (kq_has_b<DT>()) v += w[i].b[gi] * (float)sx;
                     acc[i] += dx * v;
                 }
@@ -811,13 +811,15 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_km(ak_cuda_args a, se
                     dot = __dp4a(w.q[gi][1], xv.y, dot);
                     dot = __dp4a(w.q[gi][2], xv.z, dot);
                     dot = __dp4a(w.q[gi][3], xv.w, dot);
-                    float v = w.a[gi] * (float)dot;
+                    float v;
                     if constexpr (kq_has_b<DT>()) {
                         int sx = __dp4a(xv.x, 0x01010101, 0);
                         sx = __dp4a(xv.y, 0x01010101, sx);
                         sx = __dp4a(xv.z, 0x01010101, sx);
                         sx = __dp4a(xv.w, 0x01010101, sx);
-                        v += w.b[gi] * (float)sx;
+                        v = w.a[gi] * (float)(dot + kq_zero<DT>() * sx) + w.b[gi] * (float)sx;
+                    } else {
+                        v = w.a[gi] * (float)dot;
                     }
                     acc[m] += dx * v;
                 }
@@ -992,6 +994,11 @@ static cudaError_t launch_k(const ak_cuda_args &a, int dt, int total, seg_range 
     case AK_Q4_K: return launch_k<AK_Q4_K, PRO>(a, total, sr, K, st);
     case AK_Q5_K: return launch_k<AK_Q5_K, PRO>(a, total, sr, K, st);
     case AK_Q6_K: return launch_k<AK_Q6_K, PRO>(a, total, sr, K, st);
+    case AK_MLX_Q2: return launch_k<AK_MLX_Q2, PRO>(a, total, sr, K, st);
+    case AK_MLX_Q3: return launch_k<AK_MLX_Q3, PRO>(a, total, sr, K, st);
+    case AK_MLX_Q4: return launch_k<AK_MLX_Q4, PRO>(a, total, sr, K, st);
+    case AK_MLX_Q6: return launch_k<AK_MLX_Q6, PRO>(a, total, sr, K, st);
+    case AK_MLX_Q8: return launch_k<AK_MLX_Q8, PRO>(a, total, sr, K, st);
     case AK_F32: return launch_k<AK_F32, PRO>(a, total, sr, K, st);
     case AK_F16: return launch_k<AK_F16, PRO>(a, total, sr, K, st);
     case AK_BF16: return launch_k<AK_BF16, PRO>(a, total, sr, K, st);
@@ -1036,6 +1043,7 @@ static cudaError_t launch_segs(const ak_cuda_args &a, const ak_p_mm *p, int g0, 
         switch (p->dtype[g0]) {
 #define KM(T) case T: return ak_launch(k_gemv_km<T>, dim3(blocks), dim3(AK_GQ_THREADS), sm, st, a, sr);
         KM(AK_Q4_0) KM(AK_Q8_0) KM(AK_Q4_1) KM(AK_Q5_0) KM(AK_Q5_1) KM(AK_Q2_K) KM(AK_Q3_K) KM(AK_Q4_K) KM(AK_Q5_K) KM(AK_Q6_K)
+        KM(AK_MLX_Q2) KM(AK_MLX_Q3) KM(AK_MLX_Q4) KM(AK_MLX_Q6) KM(AK_MLX_Q8)
 #undef KM
         default: break;
         }
@@ -1120,6 +1128,11 @@ extern "C" int ak_cuda_init_gemv(void) {
     if (e == cudaSuccess) e = km_init<AK_Q4_K>();
     if (e == cudaSuccess) e = km_init<AK_Q5_K>();
     if (e == cudaSuccess) e = km_init<AK_Q6_K>();
+    if (e == cudaSuccess) e = km_init<AK_MLX_Q2>();
+    if (e == cudaSuccess) e = km_init<AK_MLX_Q3>();
+    if (e == cudaSuccess) e = km_init<AK_MLX_Q4>();
+    if (e == cudaSuccess) e = km_init<AK_MLX_Q6>();
+    if (e == cudaSuccess) e = km_init<AK_MLX_Q8>();
     if (e == cudaSuccess) e = gk_init<AK_F32>();
     if (e == cudaSuccess) e = gk_init<AK_F16>();
     if (e == cudaSuccess) e = gk_init<AK_BF16>();

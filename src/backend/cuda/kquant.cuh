@@ -5,7 +5,8 @@
  * make them, so that both multiply the same integers. A unit's bytes are distinct from
  * its neighbours' where the format allows (a lane per unit, the warp over 32 units reads
  * its stretch of the row once), and loaded as wide as the format's alignment lets:
- * 16 bytes for Q4_K/Q5_K (144- and 176-byte blocks), 4 for Q4_1/Q5_1/Q2_K, 2 elsewhere.
+ * 16 bytes for Q4_K/Q5_K (144- and 176-byte blocks), 4 for Q4_1/Q5_1/Q2_K and MLX, 2
+ * elsewhere.
  * Q4_0 and Q8_0 are in the repacked layout here (quants, then scales; see quant.cuh);
  * this kernel takes their rows only where the streaming kernel does not (K not a
  * multiple of 256). */
@@ -166,6 +167,33 @@ template <int DT> __device__ __forceinline__ void kq_decode(const uint8_t *row, 
                 o.q[g][i] = (int)q;
             }
         }
+    } else if constexpr (ak_cuda_mlx_bits(DT) > 0) {
+        /* a block per unit (core/mlx.h): f16 scale and bias, then B words of codes, an
+         * LSB-first stream; 8-bit codes stored less kq_zero (128) to fit a signed byte */
+        constexpr int B = ak_cuda_mlx_bits(DT);
+        const uint8_t *p = row + (size_t)(4 + 4 * B) * u;
+        const uint32_t sb = __ldg((const unsigned int *)p);
+        uint32_t c[B];
+#pragma unroll
+        for (int i = 0; i < B; i++) c[i] = __ldg((const unsigned int *)p + 1 + i);
+#pragma unroll
+        for (int g = 0; g < 2; g++) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                uint32_t q = 0;
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const int bit = (16 * g + 4 * i + j) * B, wd = bit / 32, sh = bit % 32;
+                    uint32_t v = c[wd] >> sh;
+                    if (sh + B > 32) v |= c[wd + 1] << (32 - sh);
+                    q |= (v & ((1u << B) - 1)) << (8 * j);
+                }
+                o.q[g][i] = (int)(B == 8 ? __vsub4(q, 0x80808080u) : q);
+            }
+            o.a[g] = kq_f16_lo(sb);
+            o.b[g] = kq_f16_hi(sb);
+            o.off[g] = 32 * u + 16 * g;
+        }
     } else {   /* Q6_K */
         /* unit v: half v / 4, k0 = 16 (v % 4): ql bytes 64 half + k0 on (low nibbles: values
          * 128 half + k0 on, high: 64 more), qh bytes 32 half + k0 % 32 on */
@@ -193,13 +221,16 @@ template <int DT> __device__ __forceinline__ void kq_decode(const uint8_t *row, 
 
 /* Whether w = a q + b has an offset b (the x codes' sums are needed). */
 template <int DT> __host__ __device__ constexpr bool kq_has_b() {
-    return DT == AK_Q4_1 || DT == AK_Q5_1 || DT == AK_Q2_K || DT == AK_Q4_K || DT == AK_Q5_K;
+    return DT == AK_Q4_1 || DT == AK_Q5_1 || DT == AK_Q2_K || DT == AK_Q4_K || DT == AK_Q5_K || ak_cuda_mlx_bits(DT) > 0;
 }
+/* What the stored codes lack: w = a (q + kq_zero) + b. */
+template <int DT> __host__ __device__ constexpr int kq_zero() { return DT == AK_MLX_Q8 ? 128 : 0; }
 /* The types k_gemv_k takes, and the K it needs (whole blocks). */
 __host__ __device__ inline bool kq_type(int dt) {
     switch (dt) {
     case AK_Q4_0: case AK_Q8_0: case AK_Q4_1: case AK_Q5_0: case AK_Q5_1:
-    case AK_Q2_K: case AK_Q3_K: case AK_Q4_K: case AK_Q5_K: case AK_Q6_K: return true;
+    case AK_Q2_K: case AK_Q3_K: case AK_Q4_K: case AK_Q5_K: case AK_Q6_K:
+    case AK_MLX_Q2: case AK_MLX_Q3: case AK_MLX_Q4: case AK_MLX_Q6: case AK_MLX_Q8: return true;
     default: return false;
     }
 }

@@ -5,7 +5,8 @@
  *
  * Q4_0 and Q8_0 rows are repacked at encode time (ak_cuda_repack): all 16 (or 32) quant
  * bytes of every block first, then all f16 scales, so the GEMV reads 16-byte vectors.
- * The other formats keep the file's block layout. */
+ * The other formats keep the file's block layout (MLX weights the engine's 32-value blocks,
+ * core/mlx.h). */
 #ifndef AK_CUDA_QUANT_CUH
 #define AK_CUDA_QUANT_CUH
 #include "backend/cuda/common.cuh"
@@ -28,6 +29,20 @@ __device__ __forceinline__ void ak_k4_scale_min(const uint8_t *q, int j, int *sc
         *sc = (q[j + 4] & 0xF) | (q[j - 4] >> 6) << 4;
         *m = (q[j + 4] >> 4) | (q[j] >> 6) << 4;
     }
+}
+
+/* Code bits of an MLX block type (core/mlx.h); 0 for other types. */
+__host__ __device__ constexpr int ak_cuda_mlx_bits(int dtype) {
+    return dtype == AK_MLX_Q2 ? 2 : dtype == AK_MLX_Q3 ? 3 : dtype == AK_MLX_Q4 ? 4 : dtype == AK_MLX_Q6 ? 6
+         : dtype == AK_MLX_Q8 ? 8 : 0;
+}
+
+/* Code l of an MLX block's LSB-first stream (bits per code B) at c. */
+__device__ __forceinline__ int ak_mlx_code_at(const uint8_t *c, int B, int l) {
+    const int bit = l * B, o = bit % 8;
+    unsigned v = c[bit / 8] >> o;
+    if (o + B > 8) v |= (unsigned)c[bit / 8 + 1] << (8 - o);
+    return (int)(v & ((1u << B) - 1));
 }
 
 /* Values 32s .. 32s+31 of a row of nb32 sub-blocks (K = 32 * nb32) into out. */
@@ -152,6 +167,13 @@ __device__ __forceinline__ void ak_dq32(int dtype, const uint8_t *row, int nb32,
         }
         break;
     }
+    case AK_MLX_Q2: case AK_MLX_Q3: case AK_MLX_Q4: case AK_MLX_Q6: case AK_MLX_Q8: {
+        const int B = ak_cuda_mlx_bits(dtype);
+        const uint8_t *p = row + (size_t)(4 + 4 * B) * s;
+        float sc = ak_f16_at(p), bias = ak_f16_at(p + 2);
+        for (int l = 0; l < 32; l++) out[l] = __fadd_rn(__fmul_rn(sc, (float)ak_mlx_code_at(p + 4, B, l)), bias);
+        break;
+    }
     default:
         for (int l = 0; l < 32; l++) out[l] = 0.f;
     }
@@ -172,6 +194,8 @@ __host__ __device__ __forceinline__ size_t ak_cuda_row_bytes(int dtype, int64_t 
     case AK_Q4_K: return (size_t)(K / 256) * 144;
     case AK_Q5_K: return (size_t)(K / 256) * 176;
     case AK_Q6_K: return (size_t)(K / 256) * 210;
+    case AK_MLX_Q2: case AK_MLX_Q3: case AK_MLX_Q4: case AK_MLX_Q6: case AK_MLX_Q8:
+        return (size_t)(K / 32) * (4 + 4 * ak_cuda_mlx_bits(dtype));
     default: return 0;
     }
 }

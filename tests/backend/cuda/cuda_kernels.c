@@ -128,6 +128,7 @@ static void fill_quant(uint8_t *p, ak_dtype t, int64_t n_values) {
     case AK_Q2_K: f16_at[0] = 80; f16_at[1] = 82; break;
     case AK_Q3_K: f16_at[0] = 108; break;
     case AK_Q6_K: f16_at[0] = 208; break;
+    case AK_MLX_Q2: case AK_MLX_Q3: case AK_MLX_Q4: case AK_MLX_Q6: case AK_MLX_Q8: f16_at[0] = 0; f16_at[1] = 2; break;
     default: break;
     }
     for (size_t b = 0; b < nb; b++)
@@ -139,7 +140,8 @@ static void fill_quant(uint8_t *p, ak_dtype t, int64_t n_values) {
 }
 
 static const ak_dtype all_types[] = {AK_F32, AK_F16, AK_BF16, AK_Q4_0, AK_Q4_1, AK_Q5_0, AK_Q5_1, AK_Q8_0,
-                                     AK_Q2_K, AK_Q3_K, AK_Q4_K, AK_Q5_K, AK_Q6_K};
+                                     AK_Q2_K, AK_Q3_K, AK_Q4_K, AK_Q5_K, AK_Q6_K,
+                                     AK_MLX_Q2, AK_MLX_Q3, AK_MLX_Q4, AK_MLX_Q6, AK_MLX_Q8};
 #define NTYPES (int)(sizeof all_types / sizeof *all_types)
 
 static bool is_float(ak_dtype t) { return t == AK_F32 || t == AK_F16 || t == AK_BF16; }

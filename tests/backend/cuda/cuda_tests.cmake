@@ -22,6 +22,11 @@ if(AKUNU_HAVE_CUDA)
   add_test(NAME test_nomic_cuda COMMAND test_nomic cuda)
   set_tests_properties(test_nomic_cuda PROPERTIES LABELS cuda SKIP_RETURN_CODE 77
     FIXTURES_REQUIRED gen_nomic ENVIRONMENT "AKUNU_NOMIC_DIR=${CMAKE_BINARY_DIR}/nomic")
+  # Hugging Face / MLX safetensors directories (every MLX bit width) on the GPU
+  add_test(NAME test_hf_models_cuda COMMAND test_hf_models cuda)
+  set_tests_properties(test_hf_models_cuda PROPERTIES LABELS cuda SKIP_RETURN_CODE 77 TIMEOUT 300
+    FIXTURES_REQUIRED gen_hf_models
+    ENVIRONMENT "AKUNU_FIXTURES=${AKUNU_FIXTURES};AKUNU_HF_MODELS=${CMAKE_BINARY_DIR}/hf_models")
   # prefill independent of how the prompt is cut (tests/engine/test_prefill_split.c)
   add_test(NAME test_prefill_split_cuda COMMAND test_prefill_split cuda)
   set_tests_properties(test_prefill_split_cuda PROPERTIES LABELS cuda SKIP_RETURN_CODE 77 TIMEOUT 300
