@@ -1,4 +1,5 @@
-/* Attention over the head-major KV cache ([kv_head][max_seq][head_dim] per layer): F32 or
+/* Attention over the head-major KV cache ([kv_head][max_seq][head_dim] per layer, or
+ * [kv_head][cap] slots, a ring, for a sliding-window layer: ak_kv_row): F32 or
  * F16 (K and V alike), Q8_0 and Q4_0 in any mix (rows of blocks, rotated: ak_kv_rot; the
  * output is rotated back), and for heads of 64 and 128 F16 beside a quantized cache (the
  * tensor-core kernels dequantize tiles to f16 in shared memory); GQA, causal mask,
@@ -13,6 +14,15 @@ __device__ __forceinline__ float attn_score(float s, const ak_p_attn &p) {
     s *= p.scale;
     if (p.softcap > 0) s = p.softcap * tanhf(s / p.softcap);
     return s;
+}
+
+/* Rows a KV head keeps: a sliding-window layer's ring (key position j in slot j % rows),
+ * or max_seq. */
+__device__ __forceinline__ int kv_rows(const ak_p_attn &p) { return p.cap > 0 ? p.cap : p.max_seq; }
+/* The slot of key j in a run of at most `rows` keys from k0, whose slot is s0. */
+__device__ __forceinline__ int kv_slot(int j, int k0, int s0, int rows) {
+    const int s = s0 + (j - k0);
+    return s >= rows ? s - rows : s;
 }
 
 /* Keys visible to the query at position q: [lo, hi) (as the CPU's key_range). */
@@ -147,7 +157,7 @@ __device__ void rope_fold(const ak_cuda_args &a, const ak_p_attn &p, int kvh, in
         __syncthreads();
     }
     if (!cur) return;
-    const size_t idx = ((size_t)kvh * p.max_seq + (size_t)pos) * HD;
+    const size_t idx = ak_kv_row(kvh, pos, p.cap, p.max_seq) * HD;
     for (int k = threadIdx.x; k < HD; k += blockDim.x) {
         if (F16) {
             ((__half *)a.b[1])[idx + k] = __float2half_rn(sq[G][k]);
@@ -339,9 +349,10 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
     const int hd = p.head_dim, group = p.n_heads / p.n_kv_heads;
     const int kvh = d.kvh, g0 = d.g0, G = d.G, s = d.s, S = d.S, k0 = d.k0, k1 = d.k1, cur = d.cur;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    const size_t base = (size_t)kvh * p.max_seq * hd + DPL * lane;
+    const int rows = kv_rows(p), s0 = k0 % rows;   /* the split's keys: at most `rows` (kv_slot) */
+    const size_t base = (size_t)kvh * rows * hd + DPL * lane;
     constexpr int KRB = QC ? ak_kv_row_bytes(KQT, 32 * DPL) : 0, VRB = QC ? ak_kv_row_bytes(VQT, 32 * DPL) : 0;
-    const uint8_t *kq = (const uint8_t *)a.b[1] + (size_t)kvh * p.max_seq * KRB, *vq = (const uint8_t *)a.b[2] + (size_t)kvh * p.max_seq * VRB;
+    const uint8_t *kq = (const uint8_t *)a.b[1] + (size_t)kvh * rows * KRB, *vq = (const uint8_t *)a.b[2] + (size_t)kvh * rows * VRB;
     /* this lane's slots: [warp][stage][key][K, V][lane][DPL] */
     T *mine = reinterpret_cast<T *>(shraw) + (size_t)w * PP::P * U * 2 * 32 * DPL + DPL * lane;
     auto slot = [&](int b, int t) { return mine + ((size_t)(b % PP::P) * U + t) * 2 * 32 * DPL; };
@@ -352,8 +363,9 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
         for (int t = 0; t < U; t++) {
             const int j = k0 + W * U * b + w + W * t;
             if (j < k1 && j < cur) {
-                cp_lane<PP::LB>(slot(b, t), (const T *)a.b[1] + base + (size_t)j * hd);
-                cp_lane<PP::LB>(slot(b, t) + 32 * DPL, (const T *)a.b[2] + base + (size_t)j * hd);
+                const size_t at = base + (size_t)kv_slot(j, k0, s0, rows) * hd;
+                cp_lane<PP::LB>(slot(b, t), (const T *)a.b[1] + at);
+                cp_lane<PP::LB>(slot(b, t) + 32 * DPL, (const T *)a.b[2] + at);
             }
         }
         ak_cp_async_commit();
@@ -398,11 +410,13 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
 #pragma unroll
                 for (int e = 0; e < DPL; e++) kk[t][e] = vv[t][e] = 0.f;
             } else if (QC) {
-                load_q<DPL, (QC ? KQT : AK_Q8_0)>(kq + (size_t)j * KRB, lane, kk[t]);
-                load_q<DPL, (QC ? VQT : AK_Q8_0)>(vq + (size_t)j * VRB, lane, vv[t]);
+                const int sj = kv_slot(j, k0, s0, rows);
+                load_q<DPL, (QC ? KQT : AK_Q8_0)>(kq + (size_t)sj * KRB, lane, kk[t]);
+                load_q<DPL, (QC ? VQT : AK_Q8_0)>(vq + (size_t)sj * VRB, lane, vv[t]);
             } else if (!PON || j >= cur) {
-                load_dpl<DPL, F16>(a.b[1], base + (size_t)j * hd, kk[t]);
-                load_dpl<DPL, F16>(a.b[2], base + (size_t)j * hd, vv[t]);
+                const size_t at = base + (size_t)kv_slot(j, k0, s0, rows) * hd;
+                load_dpl<DPL, F16>(a.b[1], at, kk[t]);
+                load_dpl<DPL, F16>(a.b[2], at, vv[t]);
             } else {
                 load_dpl<DPL, F16>(slot(b, t), 0, kk[t]);
                 load_dpl<DPL, F16>(slot(b, t) + 32 * DPL, 0, vv[t]);
@@ -547,7 +561,8 @@ __global__ void __launch_bounds__(AK_PF_THREADS) k_attn_prefill(ak_cuda_args a) 
     int nqr = min(QB, p.n - i0);
     float *Q = sm, *O = Q + QB * hd, *K = O + QB * hd, *V = K + KB * (hd + 1), *S = V + KB * hd;
     float *M = S + QB * KB, *L = M + QB, *C = L + QB;
-    size_t base = (size_t)(h / group) * p.max_seq;
+    const int rows = kv_rows(p);   /* tiles of KB divide a ring's rows: a tile's slots are contiguous */
+    size_t base = (size_t)(h / group) * rows;
     for (int e = threadIdx.x; e < QB * hd; e += blockDim.x) {
         int r = e / hd, d = e % hd;
         Q[e] = r < nqr ? ((const float *)a.b[0])[(size_t)(i0 + r) * p.ld_q + (size_t)h * hd + d] : 0.f;
@@ -565,7 +580,7 @@ __global__ void __launch_bounds__(AK_PF_THREADS) k_attn_prefill(ak_cuda_args a) 
         __syncthreads();
         for (int e = threadIdx.x; e < KB * hd; e += blockDim.x) {
             int j = e / hd, d = e % hd;
-            size_t row = base + kb + j;
+            size_t row = base + kb % rows + j;
             K[j * (hd + 1) + d] = j < nk ? ak_kv_val(a.b[1], p.kt, row, d, hd) : 0.f;
             V[e] = j < nk ? ak_kv_val(a.b[2], p.vt, row, d, hd) : 0.f;
         }
@@ -657,17 +672,20 @@ template <int HD> __device__ __forceinline__ int dtc_at(int r, int c) { return r
 __device__ __forceinline__ void cp16_or_zero(void *d, const void *s, bool ok) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"((uint32_t)__cvta_generic_to_shared(d)), "l"(s), "r"(ok ? 16 : 0));
 }
-/* Rows [0, rows) of a quantized tile (bytes contiguous in the cache) into shared memory
- * by cp.async, 8 bytes a copy where the row size allows, else 4; the rest of the tile's
- * nbytes zero (rows past the keys must not be NaN). */
+/* Rows [0, rows) of a quantized tile into shared memory by cp.async, 8 bytes a copy where
+ * the row size allows, else 4; the rest of the tile's nbytes zero (rows past the keys
+ * must not be NaN). The rows are a head's (head) slots from s0 on, the first n1 of them
+ * before a ring's end and the rest from its start. */
 template <int RB>
-__device__ __forceinline__ void raw_issue(uint8_t *d, const uint8_t *src, int rows, int nbytes) {
-    constexpr int C = RB % 8 ? 4 : 8;
-    const int valid = rows * RB;
+__device__ __forceinline__ void raw_issue(uint8_t *d, const uint8_t *head, int s0, int rows, int n1, int nbytes) {
+    constexpr int C = RB % 8 ? 4 : 8;   /* divides RB: a chunk lies in one row */
+    const int valid = rows * RB, wrap = n1 * RB;
+    const uint8_t *src = head + (size_t)s0 * RB;
     for (int c = threadIdx.x & 31; c < nbytes / C; c += 32) {
         const bool ok = C * c < valid;
+        const uint8_t *from = !ok ? src : C * c < wrap ? src + C * c : head + (C * c - wrap);
         asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"((uint32_t)__cvta_generic_to_shared(d + C * c)),
-                     "l"(ok ? src + C * c : src), "n"(C), "r"(ok ? C : 0));
+                     "l"(from), "n"(C), "r"(ok ? C : 0));
     }
 }
 
@@ -741,10 +759,11 @@ __global__ void __launch_bounds__(128) k_attn_prefill_tc(ak_cuda_args a) {
     if (i0 >= p.n) return;
     const int nqr = min(AK_TC_Q, p.n - i0);
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    const size_t base = (size_t)(h / group) * p.max_seq * HD;
+    const int rows = kv_rows(p);   /* AK_TC_K divides a ring's rows: a tile's slots are contiguous */
+    const size_t base = (size_t)(h / group) * rows * HD;
     const __half *kc = (const __half *)a.b[1], *vc = (const __half *)a.b[2];
-    const uint8_t *kq = (const uint8_t *)a.b[1] + (size_t)(h / group) * p.max_seq * ak_kv_row_bytes(KT, HD);
-    const uint8_t *vq = (const uint8_t *)a.b[2] + (size_t)(h / group) * p.max_seq * ak_kv_row_bytes(VT, HD);
+    const uint8_t *kq = (const uint8_t *)a.b[1] + (size_t)(h / group) * rows * ak_kv_row_bytes(KT, HD);
+    const uint8_t *vq = (const uint8_t *)a.b[2] + (size_t)(h / group) * rows * ak_kv_row_bytes(VT, HD);
     for (int e = threadIdx.x; e < AK_TC_Q * HD / 2; e += blockDim.x) {
         int r = e / (HD / 2), d = 2 * (e % (HD / 2));
         const float *q = (const float *)a.b[0] + (size_t)(i0 + r) * p.ld_q + (size_t)h * HD + d;
@@ -776,13 +795,14 @@ __global__ void __launch_bounds__(128) k_attn_prefill_tc(ak_cuda_args a) {
             for (int e = threadIdx.x; e < AK_TC_K * HD / 8; e += blockDim.x) {
                 const int j = e / (HD / 8), c = e % (HD / 8);
                 const bool ok = kb + j < khi;
-                const size_t off = ok ? base + (size_t)(kb + j) * HD + 8 * c : 0;
+                const size_t off = ok ? base + (size_t)(kb % rows + j) * HD + 8 * c : 0;
                 if (!KQ) cp16_or_zero(kv + st * TILE + dtc_at<HD>(j, c), kc + off, ok);
                 if (!VQ) cp16_or_zero(kv + st * TILE + AK_TC_K * HD + dtc_at<HD>(j, c), vc + off, ok);
             }
             const int nr = min(AK_TC_K, khi - kb);
-            if (KQ) kv_dequant<KT, HD>(kv + st * TILE, kq + (size_t)kb * ak_kv_row_bytes(KT, HD), kq, nr, AK_TC_K, -1, threadIdx.x, blockDim.x);
-            if (VQ) kv_dequant<VT, HD>(kv + st * TILE + AK_TC_K * HD, vq + (size_t)kb * ak_kv_row_bytes(VT, HD), vq, nr, AK_TC_K, -1,
+            const size_t sk = kb % rows;
+            if (KQ) kv_dequant<KT, HD>(kv + st * TILE, kq + sk * ak_kv_row_bytes(KT, HD), kq, nr, AK_TC_K, -1, threadIdx.x, blockDim.x);
+            if (VQ) kv_dequant<VT, HD>(kv + st * TILE + AK_TC_K * HD, vq + sk * ak_kv_row_bytes(VT, HD), vq, nr, AK_TC_K, -1,
                                        threadIdx.x, blockDim.x);
         }
         ak_cp_async_commit();
@@ -938,7 +958,8 @@ __global__ void __launch_bounds__(AK_DTC_WARPS * 32) k_attn_decode_tc(ak_cuda_ar
     const int group = p.n_heads / p.n_kv_heads;
     const int kvh = d.kvh, g0 = d.g0, G = d.G, s = d.s, S = d.S, k0 = d.k0, k1 = d.k1, cur = d.cur;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
-    const size_t head0 = (size_t)kvh * p.max_seq;
+    const int rows = kv_rows(p), s0 = k0 % rows;   /* the split's keys: at most `rows` (kv_slot) */
+    const size_t head0 = (size_t)kvh * rows;
     const __half *kc = (const __half *)a.b[1] + head0 * HD, *vc = (const __half *)a.b[2] + head0 * HD;
     const uint8_t *kq = (const uint8_t *)a.b[1] + head0 * ak_kv_row_bytes(KT, HD);
     const uint8_t *vq = (const uint8_t *)a.b[2] + head0 * ak_kv_row_bytes(VT, HD);
@@ -955,13 +976,14 @@ __global__ void __launch_bounds__(AK_DTC_WARPS * 32) k_attn_decode_tc(ak_cuda_ar
             for (int c = lane; c < AK_DTC_K * HD / 8; c += 32) {
                 const int r = c / (HD / 8), col = 8 * (c % (HD / 8)), j = j0 + r;
                 const bool ok = j < k1 && j < cur;
-                const size_t off = ok ? (size_t)j * HD + col : 0;
+                const size_t off = ok ? (size_t)kv_slot(j, k0, s0, rows) * HD + col : 0;
                 if (!KQ) cp16_or_zero((__half *)d + dtc_at<HD>(r, col / 8), kc + off, ok);
                 if (!VQ) cp16_or_zero((__half *)(d + C::KB) + dtc_at<HD>(r, col / 8), vc + off, ok);
             }
-            const int rows = min(AK_DTC_K, min(k1, cur) - j0);
-            if (KQ) raw_issue<ak_kv_row_bytes(KT, HD)>(d, kq + (size_t)j0 * ak_kv_row_bytes(KT, HD), rows, C::KB);
-            if (VQ) raw_issue<ak_kv_row_bytes(VT, HD)>(d + C::KB, vq + (size_t)j0 * ak_kv_row_bytes(VT, HD), rows, C::VB);
+            /* the tile's rows from slot sj0; a ring's may wrap after n1 of them */
+            const int nr = min(AK_DTC_K, min(k1, cur) - j0), sj0 = kv_slot(j0, k0, s0, rows), n1 = min(nr, rows - sj0);
+            if (KQ) raw_issue<ak_kv_row_bytes(KT, HD)>(d, kq, sj0, nr, n1, C::KB);
+            if (VQ) raw_issue<ak_kv_row_bytes(VT, HD)>(d + C::KB, vq, sj0, nr, n1, C::VB);
         }
         ak_cp_async_commit();
     };
@@ -1001,14 +1023,15 @@ __global__ void __launch_bounds__(AK_DTC_WARPS * 32) k_attn_decode_tc(ak_cuda_ar
         uint8_t *sd = mine + (size_t)(i % C::P) * C::STAGE;
         const __half *kt = KQ ? kconv : (const __half *)sd, *vt = VQ ? vconv : (const __half *)(sd + C::KB);
         const int cur_row = cur >= j0 && cur < j0 + AK_DTC_K && cur < k1 ? cur - j0 : -1;
-        if (KQ) kv_dequant<KT, HD>(kconv, sd, kq + (size_t)cur * ak_kv_row_bytes(KT, HD), AK_DTC_K, AK_DTC_K, cur_row, lane, 32);
-        if (VQ) kv_dequant<VT, HD>(vconv, sd + C::KB, vq + (size_t)cur * ak_kv_row_bytes(VT, HD), AK_DTC_K, AK_DTC_K, cur_row, lane, 32);
+        const size_t scur = kv_slot(cur, k0, s0, rows);
+        if (KQ) kv_dequant<KT, HD>(kconv, sd, kq + scur * ak_kv_row_bytes(KT, HD), AK_DTC_K, AK_DTC_K, cur_row, lane, 32);
+        if (VQ) kv_dequant<VT, HD>(vconv, sd + C::KB, vq + scur * ak_kv_row_bytes(VT, HD), AK_DTC_K, AK_DTC_K, cur_row, lane, 32);
         if (cur_row >= 0 && (!KQ || !VQ)) {
             for (int c = lane; c < HD / 4; c += 32) {
                 const bool v = c >= HD / 8;
                 const int col = 8 * (c % (HD / 8));
                 if (v ? VQ : KQ) continue;
-                *(uint4 *)((__half *)(v ? sd + C::KB : sd) + dtc_at<HD>(cur_row, col / 8)) = *(const uint4 *)((v ? vc : kc) + (size_t)cur * HD + col);
+                *(uint4 *)((__half *)(v ? sd + C::KB : sd) + dtc_at<HD>(cur_row, col / 8)) = *(const uint4 *)((v ? vc : kc) + scur * HD + col);
             }
         }
         if (KQ || VQ || cur_row >= 0) __syncwarp();

@@ -215,26 +215,24 @@ static const char *kv_unsupported(int kt, int vt, int hd) {
 }
 
 /* Features the table may ask for that these kernels lack: refuse them at encode rather
- * than compute something else (the KV cache types above, heads the decode lacks, a ring
- * cache: the kernels index a head's rows by position). */
+ * than compute something else (the KV cache types above, heads the decode lacks). */
 
 static const char *unsupported(const ak_cmd *c) {
-    static const char ring[] = "a sliding-window layer's cache as a ring (kv_ring is off here)";
     const void *p = c->params;
     switch (c->kernel) {
     case AK_K_ROPE_KV: {
         const ak_p_rope_kv *r = p;
-        return r->cap && r->cap != r->max_seq ? ring : kv_unsupported(r->kt, r->vt, r->head_dim);
+        return kv_unsupported(r->kt, r->vt, r->head_dim);
     }
     case AK_K_ATTN_PREFILL: {
         const ak_p_attn *a = p;
-        return a->cap && a->cap != a->max_seq ? ring : kv_unsupported(a->kt, a->vt, a->head_dim);
+        return kv_unsupported(a->kt, a->vt, a->head_dim);
     }
     case AK_K_ATTN_DECODE: {
         const ak_p_attn *a = p;
         int hd = a->head_dim;
         if (hd != 32 && hd != 64 && hd != 128 && hd != 256) return "heads of other than 32, 64, 128 or 256 dimensions";
-        return a->cap && a->cap != a->max_seq ? ring : kv_unsupported(a->kt, a->vt, hd);
+        return kv_unsupported(a->kt, a->vt, hd);
     }
     default: return NULL;
     }
@@ -311,7 +309,7 @@ static bool rope_foldable(const cuda_table *t, const ak_table *tab, int i) {
     const ak_p_attn *at = (const ak_p_attn *)n->a.p;
     if (n->kernel != AK_K_ATTN_DECODE || r->n != 1 || at->n != 1 || n->a.b[0] != c->a.b[0] || at->ld_q != r->ld ||
         n->a.b[1] != c->a.b[4] || n->a.b[2] != c->a.b[5] || at->kt != r->kt || at->vt != r->vt || at->max_seq != r->max_seq ||
-        at->head_dim != r->head_dim || at->n_heads != r->n_heads || at->n_kv_heads != r->n_kv_heads ||
+        at->cap != r->cap || at->head_dim != r->head_dim || at->n_heads != r->n_heads || at->n_kv_heads != r->n_kv_heads ||
         r->n_rot % 2 || r->n_rot > r->head_dim || (r->kt != AK_F16 && r->kt != AK_F32) || r->vt != r->kt)
         return false;
     const void *row = c->a.b[0];
@@ -785,6 +783,7 @@ ak_status ak_backend_cuda_create(ak_backend **out, ak_err *err) {
     b->mem_available = cu_mem_available;
     b->weights_copied = true;
     b->kv_blocks = true;   /* with limits (kv_unsupported): encode says which */
+    b->kv_ring = true;
     b->destroy = cu_destroy;
     *out = b;
     return AK_OK;

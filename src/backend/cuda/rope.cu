@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(AK_ROPE_WARPS * 32) k_rope_kv(ak_cuda_args a) 
     for (int k = lane; k < hd; k += 32) x[k] = sx[k];
     if (is_q) return;
     const int kh = h - nh;
-    const size_t crow = (size_t)kh * p.max_seq + (size_t)pos;
+    const size_t crow = ak_kv_row(kh, pos, p.cap, p.max_seq);
     ak_kv_store(a.b[4], p.kt, crow, sx, hd);
     float *v = row + nq + nk + kh * hd, *sv = svs[threadIdx.x >> 5];
     for (int k = lane; k < hd; k += 32) sv[k] = has_bias ? v[k] + bias[nq + nk + kh * hd + k] : v[k];

@@ -769,6 +769,7 @@ static const ak_dtype kv_vt[] = {AK_F32, AK_F16, AK_Q8_0, AK_Q4_0, AK_Q8_0, AK_Q
  * context and prefill. proj (a dtype, decode only): an output projection after the
  * attention, whose x prologue merges the attention's splits (PRO_MERGE), compared on its
  * output; the attention and projection run twice, as two layers would. */
+static int ring_cap;   /* one_attn's cache: rows a KV head keeps, a ring (ak_kv_row); 0: max_seq */
 static void one_attn(int prefill, int n, int pos, int nh, int nkv, int hd, int max_seq, int kv, int window, float softcap, int causal,
                      int proj) {
     world w;
@@ -776,7 +777,7 @@ static void one_attn(int prefill, int n, int pos, int nh, int nkv, int hd, int m
     int ld_q = (nh + 2 * nkv) * hd;
     w_rand(&w, AK_BUF_QKV, (size_t)n * ld_q * 4, 1.f);
     const ak_dtype kt = kv_kt[kv], vt = kv_vt[kv];
-    const size_t rows = (size_t)nkv * max_seq, kbytes = rows * ak_dtype_row_bytes(kt, hd);
+    const size_t rows = (size_t)nkv * (ring_cap ? ring_cap : max_seq), kbytes = rows * ak_dtype_row_bytes(kt, hd);
     w_set(&w, AK_BUF_KV, kbytes + rows * ak_dtype_row_bytes(vt, hd));
     for (int c = 0; c < 2; c++) {   /* values up to 2 (quantized: blocks of modest scales) */
         const ak_dtype t = c ? vt : kt;
@@ -792,7 +793,8 @@ static void one_attn(int prefill, int n, int pos, int nh, int nkv, int hd, int m
     w_set(&w, AK_BUF_ATT, (size_t)n * nh * hd * 4);
     ak_table tb = {0};
     ak_p_attn p = {.n = n, .n_heads = nh, .n_kv_heads = nkv, .head_dim = hd, .ld_q = ld_q, .max_seq = max_seq,
-                   .kt = kt, .vt = vt, .window = window, .causal = causal, .scale = 1.f / sqrtf((float)hd), .softcap = softcap};
+                   .kt = kt, .vt = vt, .window = window, .causal = causal, .scale = 1.f / sqrtf((float)hd), .softcap = softcap,
+                   .cap = ring_cap};
     ak_cmd *c = ak_table_push(&tb, prefill ? AK_K_ATTN_PREFILL : AK_K_ATTN_DECODE, &p, sizeof p, "attn");
     ak_cmd_bind(c, 0, AK_BUF_QKV, 0);
     ak_cmd_bind(c, 1, AK_BUF_KV, 0);
@@ -924,6 +926,21 @@ static void test_attention(void) {
         one_attn(1, 70, 100, 8, 1, 256, 512, kv, 50, 50.f, 1, 0);
         one_attn(1, 33, 0, 4, 2, 32, 64, kv, 0, 0, 0, 0);
     }
+    /* a sliding window over a ring of 768 rows (a key at slot j % 768) against the CPU's:
+     * decode whose window and splits wrap past the ring's end (position 5000: keys
+     * 4489..5000, slots 649..767 then 0..392), and prefill tiles on both sides of a wrap,
+     * every kernel (tensor cores and scalar, F32/F16/quantized, heads 32 to 256) */
+    ring_cap = 768;
+    for (int kv = 0; kv < 6; kv++) {
+        one_attn(0, 1, 5000, 16, 2, 64, 8192, kv, 512, 0, 1, 0);
+        one_attn(0, 1, 4607, 8, 8, 128, 8192, kv, 512, 0, 1, kv < 2 ? AK_Q4_0 : 0);
+        one_attn(0, 1, 2000, 8, 1, 256, 8192, kv < 4 ? kv : 2, 300, 30.f, 1, 0);
+        one_attn(0, 1, 1600, 12, 2, 32, 8192, kv < 4 ? kv : 2, 100, 0, 1, 0);
+        one_attn(1, 100, 4560, 8, 2, 64, 8192, kv, 256, 0, 1, 0);
+        one_attn(1, 64, 2280, 4, 4, 128, 8192, kv, 500, 0, 1, 0);
+        one_attn(1, 40, 1500, 8, 1, 256, 8192, kv < 4 ? kv : 2, 200, 50.f, 1, 0);
+    }
+    ring_cap = 0;
 }
 
 static void test_rope_norm(void) {
