@@ -211,12 +211,12 @@ AK_API void ak_session_reset(ak_session *s);
  * conversation can continue from a common prefix. AK_ERR_ARG beyond ak_session_keep's reach. */
 AK_API ak_status ak_session_rewind(ak_session *s, int pos, ak_err *err);
 /* The largest position <= pos (and <= the current one) that ak_session_rewind can go back
- * to: pos itself, or else 0. On a backend that keeps a sliding-window layer's cache as a
- * ring of its window and a prefill chunk (the CPU's), rewinding needs the window before
- * the new position still there: a prefix reused from further back is prefilled again. */
+ * to: pos itself, or else 0. A sliding-window layer's cache is a ring of its window and a
+ * prefill chunk (CPU and CUDA), so rewinding needs the window before the new position
+ * still there: a prefix reused from further back is prefilled again. */
 AK_API int ak_session_keep(const ak_session *s, int pos);
 /* The KV cache of one kind of layer: global layers keep every position of the context;
- * sliding-window layers (Gemma 2 and 3) keep a ring of rows where the backend has one. */
+ * sliding-window layers (Gemma 2 and 3) a ring of rows. */
 typedef struct {
     int layers;         /* layers of this kind */
     int rows;           /* positions each keeps per KV head */
