@@ -147,7 +147,7 @@ int ak_cli_bench(int argc, char **argv) {
     o.chunk = n_pp > 0 ? n_pp : n_depth > 0 ? (n_depth < 512 ? n_depth : 512) : 1;
     if (ak_model_load(o.model, &m, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); return 1; }
     const int n_emb = n_pp > 0 ? n_pp : 128;   /* an encoder's input length */
-    if (ak_model_is_encoder(m)) o.ctx = bw_only ? 0 : n_emb;   /* no token follows an input */
+    if (ak_model_is_encoder(m)) o.ctx = 0;   /* the model's: as many inputs a call as it holds */
     if ((rc = ak_cli_session(&o, false, &m, &s))) return rc;
     if (ak_session_bandwidth(s, &bw, &err)) { fprintf(stderr, "akunu: %s\n", err.msg); rc = 1; goto done; }
     int threads = ak_session_threads(s);

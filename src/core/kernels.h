@@ -37,7 +37,9 @@ typedef enum { AK_ROPE_NONE = 0, AK_ROPE_INTERLEAVED, AK_ROPE_NEOX } ak_rope_sty
 
 /* Fields named n, pos and kv_len are the ones replay patches (see ak_cmd). */
 typedef struct { int32_t n, pos, dim, dtype, pos_dtype, type_dtype; float scale; int32_t flags; } ak_p_embed;
-enum { AK_EMBED_F_POS = 1, AK_EMBED_F_TYPE = 2 }; /* add position_embd[pos+i] / token_types[0] (b: 3, 4) */
+/* add position_embd[pos+i] / token_types[0] (b: 3, 4); SEG: position pos + i less the first
+ * key of row i's segment (b: 5, the segment table: AK_ATTN_SEGMENTS) */
+enum { AK_EMBED_F_POS = 1, AK_EMBED_F_TYPE = 2, AK_EMBED_F_SEG = 4 };
 
 typedef struct { int32_t n, dim; float eps; int32_t flags; } ak_p_norm;
 enum {
@@ -100,6 +102,24 @@ typedef struct {
     float scale, softcap;
     int32_t cap;                               /* as ak_p_rope_kv's */
 } ak_p_attn;
+/* ak_p_attn.causal: 0 every key, 1 keys up to the query's position, or an encoder's batch
+ * of inputs in one call: row i sees keys [seg[2i], seg[2i + 1]) of the segment table
+ * (bound at 4; the embedding's at 5), so that each input attends only to itself. */
+enum { AK_ATTN_SEGMENTS = 2 };
+
+/* Keys visible to the query at position q (row q - pos of the call): [lo, hi). A tile's
+ * rows past the call's (n) take its last row's segment. */
+static inline AK_HD void ak_key_range(const ak_p_attn *p, const int32_t *seg, int q, int *lo, int *hi) {
+    if (p->causal == AK_ATTN_SEGMENTS) {
+        const int r = q - p->pos < p->n ? q - p->pos : p->n - 1;
+        *lo = seg[2 * r];
+        *hi = seg[2 * r + 1];
+        return;
+    }
+    *hi = p->causal ? q + 1 : p->kv_len;
+    if (*hi > p->kv_len) *hi = p->kv_len;
+    *lo = (p->window > 0 && q - p->window + 1 > 0) ? q - p->window + 1 : 0;
+}
 
 typedef struct { int32_t n, cols; float cap; } ak_p_softcap;
 /* kv_len: the chosen token's position (the draw's key; the penalty window ends before it).

@@ -45,6 +45,9 @@ static size_t kv_cache_bytes(const ak_model *m, int rows, ak_dtype t) {
     return (size_t)m->cfg.n_kv_heads * (size_t)rows * ak_dtype_row_bytes(t, m->cfg.head_dim);
 }
 
+bool ak_build_segments(const ak_model *m) { return m->arch->encoder && m->rope == AK_ROPE_NONE; }
+size_t ak_build_seg_off(const ak_build_opts *o) { return ((size_t)o->max_seq + 1) * 4; }
+
 int ak_build_ring(const ak_model *m, int max_seq, int rows) {
     bool sliding = false;
     for (int l = 0; l < m->cfg.n_layers; l++) sliding |= m->layers[l].sliding;
@@ -70,7 +73,7 @@ void ak_build_buf_sizes(const ak_model *m, const ak_build_opts *o, size_t s[AK_B
     memset(s, 0, sizeof(size_t) * AK_BUF_COUNT);
     s[AK_BUF_WEIGHTS] = m->weights_size;
     s[AK_BUF_AUX] = m->aux_size;
-    s[AK_BUF_TOKENS] = ((size_t)o->max_seq + 1) * 4;
+    s[AK_BUF_TOKENS] = ak_build_seg_off(o) + (ak_build_segments(m) ? (size_t)o->max_seq * 8 : 0);
     for (int l = 0; l < c->n_layers; l++) s[AK_BUF_KV] += ak_build_kv_bytes(m, o, l);
     s[AK_BUF_X] = r * c->dim * f;
     s[AK_BUF_XN] = r * c->dim * f;
@@ -160,7 +163,8 @@ static void attention_block(builder *b, int l) {
 
     ak_p_attn a = {.n = rows(b), .n_heads = cfg->n_heads, .n_kv_heads = cfg->n_kv_heads, .head_dim = cfg->head_dim,
                    .ld_q = b->qkv_ld, .max_seq = b->o->max_seq, .kt = b->o->kt, .vt = b->o->vt,
-                   .window = L->sliding ? cfg->sliding_window : 0, .causal = m->arch->causal,
+                   .window = L->sliding ? cfg->sliding_window : 0,
+                   .causal = ak_build_segments(m) ? AK_ATTN_SEGMENTS : m->arch->causal,
                    .scale = cfg->attn_scale, .softcap = cfg->attn_softcap, .cap = kv_rows};
     c = emit(b, b->o->prefill && !b->o->as_decode ? AK_K_ATTN_PREFILL : AK_K_ATTN_DECODE, &a, sizeof a,
              (uint32_t)cfg->n_heads, "attention", l);
@@ -169,6 +173,7 @@ static void attention_block(builder *b, int l) {
         ak_cmd_bind(c, 1, AK_BUF_KV, k_off);
         ak_cmd_bind(c, 2, AK_BUF_KV, v_off);
         ak_cmd_bind(c, 3, AK_BUF_ATT, 0);
+        if (ak_build_segments(m)) ak_cmd_bind(c, 4, AK_BUF_TOKENS, ak_build_seg_off(b->o));
         c->patch |= AK_PATCH_POS | AK_PATCH_KVLEN;
         c->off_pos = offsetof(ak_p_attn, pos);
         c->off_kv = offsetof(ak_p_attn, kv_len);
@@ -227,7 +232,8 @@ ak_status ak_table_build(const ak_model *m, const ak_build_opts *o, ak_table *t,
 
     ak_p_embed pe = {.n = rows(&b), .dim = b.dim, .dtype = (int32_t)m->tok_embd->dtype,
                      .scale = m->arch->embed_scale ? sqrtf((float)b.dim) : 1.f,
-                     .flags = (m->pos_embd ? AK_EMBED_F_POS : 0) | (m->type_embd ? AK_EMBED_F_TYPE : 0),
+                     .flags = (m->pos_embd ? AK_EMBED_F_POS : 0) | (m->type_embd ? AK_EMBED_F_TYPE : 0) |
+                              (ak_build_segments(m) ? AK_EMBED_F_SEG : 0),
                      .pos_dtype = m->pos_embd ? (int32_t)m->pos_embd->dtype : 0,
                      .type_dtype = m->type_embd ? (int32_t)m->type_embd->dtype : 0};
     ak_cmd *c = emit(&b, AK_K_EMBED, &pe, sizeof pe, (uint32_t)rows(&b), "embed", -1);
@@ -237,6 +243,7 @@ ak_status ak_table_build(const ak_model *m, const ak_build_opts *o, ak_table *t,
         ak_cmd_bind(c, 2, AK_BUF_X, 0);
         ak_cmd_bind(c, 3, AK_BUF_WEIGHTS, m->pos_embd ? m->pos_embd->off : 0);
         ak_cmd_bind(c, 4, AK_BUF_WEIGHTS, m->type_embd ? m->type_embd->off : 0);
+        if (ak_build_segments(m)) ak_cmd_bind(c, 5, AK_BUF_TOKENS, ak_build_seg_off(o));
         c->patch |= AK_PATCH_TOK_IN | AK_PATCH_POS;
         c->off_pos = offsetof(ak_p_embed, pos);
         c->bind_tok = 1;

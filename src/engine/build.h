@@ -19,6 +19,11 @@ typedef struct {
     bool unfused;          /* emit the unfused variants (for testing the fused ones) */
 } ak_build_opts;
 
+/* Whether the model's tables take several inputs in one call (an encoder with learned or
+ * no positions: AK_ATTN_SEGMENTS), and where their segment table sits in AK_BUF_TOKENS
+ * (after the ids: per row its segment's first and end key, int32). */
+bool ak_build_segments(const ak_model *m);
+size_t ak_build_seg_off(const ak_build_opts *o);
 /* Sizes in bytes of every activation buffer for these options. */
 void ak_build_buf_sizes(const ak_model *m, const ak_build_opts *o, size_t sizes[AK_BUF_COUNT]);
 /* The ring a sliding-window layer's cache needs on a backend with kv_ring: its window,

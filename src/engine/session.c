@@ -32,6 +32,7 @@ struct ak_session {
     int verify_rows;
     float *pool;           /* ak_embed's rows to pool, read back in one copy (pool_cap floats) */
     size_t pool_cap;
+    int32_t *seg;          /* [2 n_ctx] ak_embed's segment table (ak_build_segments), made at its first call */
 };
 
 ak_session_params ak_session_default_params(void) {
@@ -161,6 +162,7 @@ void ak_session_free(ak_session *s) {
     ak_gvocab_free(s->gvocab);
     free(s->ids);
     free(s->pool);
+    free(s->seg);
     free(s);
 }
 
@@ -399,50 +401,114 @@ ak_status ak_session_bandwidth(ak_session *s, double *gbps, ak_err *err) {
     return s->be->read_bandwidth(s->be, gbps, err);
 }
 
-ak_status ak_embed(ak_session *s, const int32_t *ids, int n, float *hidden, float *pooled, bool normalize, ak_err *err) {
-    ak_status st;
-    const ak_config *c = &s->m->cfg;
-    if (!s->m->arch->encoder) return ak_fail(err, AK_ERR_ARG, "%s is not an encoder model: use it to generate", s->m->arch_name);
-    if (n <= 0) return ak_fail(err, AK_ERR_ARG, "embed: empty input");
-    s->pos = 0;
-    if ((st = check_ids(s, ids, n, err)) || (st = room(s, n, err))) return st;
-    ak_backend *be = s->be;
-    if ((st = be->buf_write(be, s->bufs[AK_BUF_TOKENS], 0, ids, 4 * (size_t)n, err))) return st;
-    ak_run r = {.pos = 0, .n = n, .steps = 1};
-    if ((st = be->run(be, s->enc_prefill, &r, err))) return st;
+/* Host scratch of n floats at s->pool (grown, never shrunk). */
+static ak_status pool_room(ak_session *s, size_t n, ak_err *err) {
+    if (n <= s->pool_cap) return AK_OK;
+    float *p = realloc(s->pool, n * sizeof *p);
+    if (!p) return ak_fail(err, AK_ERR_NOMEM, "out of memory");
+    s->pool = p;
+    s->pool_cap = n;
+    return AK_OK;
+}
+
+/* The model's pooling of an input's n hidden rows (the rows it needs, from rows) into
+ * pooled, L2-normalised if asked. */
+static void pool(const ak_config *c, const float *rows, int n, float *pooled, bool normalize) {
     size_t dim = (size_t)c->dim;
-    if (hidden && (st = be->buf_read(be, s->bufs[AK_BUF_X], 0, hidden, (size_t)n * dim * 4, err))) return st;
-    if (!pooled) return AK_OK;
-    /* pooling reads back only the rows it needs, in one copy (a GPU pays for each) */
     int lo = c->pooling == AK_POOL_LAST ? n - 1 : 0, hi = c->pooling == AK_POOL_MEAN || c->pooling == AK_POOL_NONE ? n : lo + 1;
-    const float *rows = hidden ? hidden + (size_t)lo * dim : NULL;
-    if (!rows) {
-        size_t need = (size_t)(hi - lo) * dim;
-        if (need > s->pool_cap) {
-            float *p = realloc(s->pool, need * sizeof *p);
-            if (!p) return ak_fail(err, AK_ERR_NOMEM, "out of memory");
-            s->pool = p;
-            s->pool_cap = need;
-        }
-        if ((st = be->buf_read(be, s->bufs[AK_BUF_X], (size_t)lo * dim * 4, s->pool, need * 4, err))) return st;
-        rows = s->pool;
-    }
     memset(pooled, 0, dim * sizeof(float));
-    for (int i = 0; i < hi - lo; i++)
+    for (int i = lo; i < hi; i++)
         for (size_t j = 0; j < dim; j++) pooled[j] += rows[(size_t)i * dim + j];
     double norm = 0;
     for (size_t j = 0; j < dim; j++) { pooled[j] /= (float)(hi - lo); norm += (double)pooled[j] * pooled[j]; }
     if (normalize && norm > 0)
         for (size_t j = 0; j < dim; j++) pooled[j] = (float)(pooled[j] / sqrt(norm));
+}
+
+/* Inputs packed into one call where the tables take segments (ak_build_segments) and the
+ * backend gains by it (pack_inputs: on a CPU the padding costs more than a call): each
+ * starts at a multiple of the attention's key tile, so that it meets the tiles (and
+ * rounds to the bits) it has alone; the rows between two inputs repeat the first one's
+ * last id and segment, and nothing reads them. */
+#define AK_SEG_ALIGN 64
+
+static int seg_start(int end) { return (end + AK_SEG_ALIGN - 1) / AK_SEG_ALIGN * AK_SEG_ALIGN; }
+
+/* Inputs [0, k) in one call (their rows fit the context); hidden: all rows (one input),
+ * pooled: k vectors. */
+static ak_status embed_call(ak_session *s, const int32_t *const *ids, const int *lens, int k, float *hidden, float *pooled,
+                            bool normalize, ak_err *err) {
+    const ak_config *c = &s->m->cfg;
+    ak_backend *be = s->be;
+    size_t dim = (size_t)c->dim;
+    bool seg = ak_build_segments(s->m);
+    int rows = 0;
+    for (int i = 0; i < k; i++) rows = (i ? seg_start(rows) : 0) + lens[i];
+    /* the ids in the session's id array, the segment table in its own */
+    if (seg && !s->seg && !(s->seg = malloc((size_t)s->p.n_ctx * 2 * sizeof *s->seg)))
+        return ak_fail(err, AK_ERR_NOMEM, "out of memory");
+    ak_status st;
+    int32_t *tab = s->seg;
+    for (int i = 0, r = 0; i < k; i++) {
+        int at = i ? seg_start(r) : 0;
+        for (; r < at; r++) {   /* between inputs: input i - 1's last id and segment */
+            s->ids[r] = s->ids[r - 1];
+            if (seg) { tab[2 * r] = tab[2 * r - 2]; tab[2 * r + 1] = tab[2 * r - 1]; }
+        }
+        memcpy(s->ids + at, ids[i], (size_t)lens[i] * sizeof *s->ids);
+        for (; r < at + lens[i]; r++)
+            if (seg) { tab[2 * r] = at; tab[2 * r + 1] = at + lens[i]; }
+    }
+    s->pos = 0;
+    if ((st = be->buf_write(be, s->bufs[AK_BUF_TOKENS], 0, s->ids, 4 * (size_t)rows, err))) return st;
+    ak_build_opts o = kv_opts(s);
+    if (seg && (st = be->buf_write(be, s->bufs[AK_BUF_TOKENS], ak_build_seg_off(&o), tab, 8 * (size_t)rows, err))) return st;
+    ak_run r = {.pos = 0, .n = rows, .steps = 1};
+    if ((st = be->run(be, s->enc_prefill, &r, err))) return st;
+    if (hidden && (st = be->buf_read(be, s->bufs[AK_BUF_X], 0, hidden, (size_t)rows * dim * 4, err))) return st;
+    if (!pooled) return AK_OK;
+    /* the hidden rows back in one copy (a GPU pays for each) */
+    const float *h = hidden;
+    if (!h) {
+        if ((st = pool_room(s, (size_t)rows * dim, err)) ||
+            (st = be->buf_read(be, s->bufs[AK_BUF_X], 0, s->pool, (size_t)rows * dim * 4, err)))
+            return st;
+        h = s->pool;
+    }
+    for (int i = 0, at = 0; i < k; at = seg_start(at + lens[i]), i++)
+        pool(c, h + (size_t)at * dim, lens[i], pooled + (size_t)i * dim, normalize);
     return AK_OK;
+}
+
+static ak_status embed_check(const ak_session *s, const int32_t *ids, int n, ak_err *err) {
+    if (!s->m->arch->encoder) return ak_fail(err, AK_ERR_ARG, "%s is not an encoder model: use it to generate", s->m->arch_name);
+    if (n <= 0) return ak_fail(err, AK_ERR_ARG, "embed: empty input");
+    ak_status st = check_ids(s, ids, n, err);
+    return st ? st : n > s->p.n_ctx ? ak_fail(err, AK_ERR_ARG, "embed: %d tokens exceed the context of %d", n, s->p.n_ctx) : AK_OK;
+}
+
+ak_status ak_embed(ak_session *s, const int32_t *ids, int n, float *hidden, float *pooled, bool normalize, ak_err *err) {
+    ak_status st = embed_check(s, ids, n, err);
+    return st ? st : embed_call(s, &ids, &n, 1, hidden, pooled, normalize, err);
 }
 
 ak_status ak_embed_batch(ak_session *s, const int32_t *const *ids, const int *lens, int n_seq, float *pooled,
                          bool normalize, ak_err *err) {
-    /* One sequence at a time: no padding exists, so none can change a result. */
     for (int i = 0; i < n_seq; i++) {
-        ak_status st = ak_embed(s, ids[i], lens[i], NULL, pooled + (size_t)i * s->m->cfg.dim, normalize, err);
+        ak_status st = embed_check(s, ids[i], lens[i], err);
         if (st) return st;
+    }
+    /* as many inputs a call as fit (one where the tables take no segments) */
+    bool pack = ak_build_segments(s->m) && s->be->pack_inputs;
+    for (int i = 0; i < n_seq;) {
+        int k = 1, end = lens[i];
+        while (pack && i + k < n_seq && seg_start(end) + lens[i + k] <= s->p.n_ctx) {
+            end = seg_start(end) + lens[i + k];
+            k++;
+        }
+        ak_status st = embed_call(s, ids + i, lens + i, k, NULL, pooled + (size_t)i * s->m->cfg.dim, normalize, err);
+        if (st) return st;
+        i += k;
     }
     return AK_OK;
 }

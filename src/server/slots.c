@@ -173,15 +173,16 @@ static void run_embed(ak_slot *sl, ak_job *j) {
     ak_err err = {{0}};
     ak_status st = AK_OK;
     int dim = ak_model_dim(j->srv->m);
-    for (int i = 0; i < j->n_seq && !st; i++) {
+    for (int i = 0; i < j->n_seq && !st; i += 32) {   /* batches of 32 (packed into few calls), cancellable between */
         if (!keep_going(j)) {
             atomic_fetch_add(&j->srv->st.cancelled, 1);
             st = AK_ERR_ARG;
             snprintf(err.msg, sizeof err.msg, "cancelled");
             break;
         }
-        st = ak_embed(sl->s, j->seqs[i], j->lens[i], NULL, j->vectors + (size_t)i * dim, true, &err);
-        atomic_fetch_add(&j->srv->st.prompt_tokens, j->lens[i]);
+        int k = j->n_seq - i < 32 ? j->n_seq - i : 32;
+        st = ak_embed_batch(sl->s, (const int32_t *const *)j->seqs + i, j->lens + i, k, j->vectors + (size_t)i * dim, true, &err);
+        for (int q = i; q < i + k; q++) atomic_fetch_add(&j->srv->st.prompt_tokens, j->lens[q]);
     }
     finish(j, st, st ? err.msg : NULL);
 }

@@ -163,7 +163,8 @@ void ak_cpu_embed(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls) {
             float *tmp = tls->scratch;
             if (p->flags & AK_EMBED_F_POS) {
                 size_t prb = ak_dtype_row_bytes((ak_dtype)p->pos_dtype, p->dim);
-                ak_cpu_dequant_row((ak_dtype)p->pos_dtype, (const uint8_t *)c->b[3] + (size_t)(p->pos + i) * prb, tmp, p->dim);
+                int64_t at = p->pos + i - ((p->flags & AK_EMBED_F_SEG) ? ((const int32_t *)c->b[5])[2 * i] : 0);
+                ak_cpu_dequant_row((ak_dtype)p->pos_dtype, (const uint8_t *)c->b[3] + (size_t)at * prb, tmp, p->dim);
                 for (int k = 0; k < p->dim; k++) o[k] += tmp[k];
             }
             if (p->flags & AK_EMBED_F_TYPE) {

@@ -28,11 +28,6 @@ static inline float score(float s, const ak_p_attn *p) {
 }
 
 /* Keys visible to the query at position q: [lo, hi). */
-static void key_range(const ak_p_attn *p, int q, int *lo, int *hi) {
-    *hi = p->causal ? q + 1 : p->kv_len;
-    if (*hi > p->kv_len) *hi = p->kv_len;
-    *lo = (p->window > 0 && q - p->window + 1 > 0) ? q - p->window + 1 : 0;
-}
 
 size_t ak_cpu_attn_scratch(const ak_p_attn *p, int prefill) {
     size_t hd = (size_t)p->head_dim;
@@ -225,13 +220,13 @@ A512 static void attn_prefill_512(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_
         int nqr = p->n - i0 < QB ? p->n - i0 : QB;
         int klo, khi, tlo, thi;
         int32_t lo[QB], hi[QB];
-        key_range(p, p->pos + i0, &klo, &thi);
-        key_range(p, p->pos + i0 + nqr - 1, &tlo, &khi);
+        ak_key_range(p, c->b[4], p->pos + i0, &klo, &thi);
+        ak_key_range(p, c->b[4], p->pos + i0 + nqr - 1, &tlo, &khi);
         for (int r = 0; r < QB; r++) {
             const float *qv = (const float *)c->b[0] + (size_t)(i0 + r) * p->ld_q + (size_t)h * hd;
             for (int d = 0; d < hd; d++) QT[d * QB + r] = r < nqr ? qv[d] : 0.f;
             lo[r] = hi[r] = 0;   /* rows past the tile: every key masked */
-            if (r < nqr) { int a, b; key_range(p, p->pos + i0 + r, &a, &b); lo[r] = a; hi[r] = b; }
+            if (r < nqr) { int a, b; ak_key_range(p, c->b[4], p->pos + i0 + r, &a, &b); lo[r] = a; hi[r] = b; }
         }
         __m512i lov = _mm512_loadu_si512(lo), hiv = _mm512_loadu_si512(hi);
         __m512 M = ninf, L = _mm512_setzero_ps();
@@ -318,12 +313,12 @@ void ak_cpu_attn_prefill(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls)
         int h = (int)(w / nqb), i0 = (int)(w % nqb) * AK_ATTN_QB;
         int nqr = p->n - i0 < AK_ATTN_QB ? p->n - i0 : AK_ATTN_QB;
         int klo, khi, tlo, thi, lo[AK_ATTN_QB], hi[AK_ATTN_QB];
-        key_range(p, p->pos + i0, &klo, &thi);
-        key_range(p, p->pos + i0 + nqr - 1, &tlo, &khi);
+        ak_key_range(p, c->b[4], p->pos + i0, &klo, &thi);
+        ak_key_range(p, c->b[4], p->pos + i0 + nqr - 1, &tlo, &khi);
         for (int r = 0; r < AK_ATTN_QB; r++) {
             const float *qv = (const float *)c->b[0] + (size_t)(i0 + r) * p->ld_q + (size_t)h * hd;
             for (int d = 0; d < hd; d++) QT[d * AK_ATTN_QB + r] = r < nqr ? qv[d] : 0.f;
-            if (r < nqr) key_range(p, p->pos + i0 + r, &lo[r], &hi[r]);
+            if (r < nqr) ak_key_range(p, c->b[4], p->pos + i0 + r, &lo[r], &hi[r]);
         }
         for (int r = 0; r < nqr; r++) { M[r] = -INFINITY; L[r] = 0; }
         memset(O, 0, (size_t)nqr * hd * sizeof(float));
@@ -382,7 +377,7 @@ void ak_cpu_attn_prefill(const ak_cpu_cmd *c, int ith, int nth, ak_cpu_tls *tls)
 typedef struct { int lo, hi, c0, nc; } dspan;
 static dspan row_span(const ak_p_attn *p, int r) {
     dspan s;
-    key_range(p, p->pos + r, &s.lo, &s.hi);
+    ak_key_range(p, NULL, p->pos + r, &s.lo, &s.hi);
     s.c0 = s.lo / DC;
     s.nc = s.hi > s.lo ? (s.hi - 1) / DC + 1 - s.c0 : 0;
     return s;

@@ -25,12 +25,6 @@ __device__ __forceinline__ int kv_slot(int j, int k0, int s0, int rows) {
     return s >= rows ? s - rows : s;
 }
 
-/* Keys visible to the query at position q: [lo, hi) (as the CPU's key_range). */
-__device__ __forceinline__ void key_range(const ak_p_attn &p, int q, int *lo, int *hi) {
-    *hi = p.causal ? q + 1 : p.kv_len;
-    if (*hi > p.kv_len) *hi = p.kv_len;
-    *lo = (p.window > 0 && q - p.window + 1 > 0) ? q - p.window + 1 : 0;
-}
 
 #define AK_DEC_WARPS 8
 /* DPL neighbouring values of a cache row (F32 or F16) as floats, in one vector load. */
@@ -182,7 +176,7 @@ template <int MG> __device__ __forceinline__ bool dec_share_of(const ak_p_attn &
     d.s = blockIdx.y;
     d.cur = p.pos + p.n - 1;
     int lo, hi;
-    key_range(p, d.cur, &lo, &hi);
+    ak_key_range(&p, NULL, d.cur, &lo, &hi);
     d.S = ak_attn_used_splits(hi - lo, gridDim.y);
     const int chunk = (hi - lo + d.S - 1) / d.S;
     d.k0 = lo + d.s * chunk;
@@ -570,8 +564,9 @@ __global__ void __launch_bounds__(AK_PF_THREADS) k_attn_prefill(ak_cuda_args a) 
     }
     if (threadIdx.x < QB) { M[threadIdx.x] = -INFINITY; L[threadIdx.x] = 0.f; }
     int klo, khi, tlo, thi;
-    key_range(p, p.pos + i0, &klo, &thi);
-    key_range(p, p.pos + i0 + nqr - 1, &tlo, &khi);
+    const int32_t *seg = (const int32_t *)a.b[4];   /* AK_ATTN_SEGMENTS */
+    ak_key_range(&p, seg, p.pos + i0, &klo, &thi);
+    ak_key_range(&p, seg, p.pos + i0 + nqr - 1, &tlo, &khi);
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
     /* key tiles at multiples of KB: a row meets the same tiles wherever its block starts
      * (a prompt cut elsewhere rounds the same; tiles it cannot see leave it unchanged) */
@@ -589,7 +584,7 @@ __global__ void __launch_bounds__(AK_PF_THREADS) k_attn_prefill(ak_cuda_args a) 
             int r = e / KB, j = e % KB, key = kb + j, lo, hi;
             float s = -INFINITY;
             if (r < nqr && j < nk) {
-                key_range(p, p.pos + i0 + r, &lo, &hi);
+                ak_key_range(&p, seg, p.pos + i0 + r, &lo, &hi);
                 if (key >= lo && key < hi) {
                     float acc = 0;
                     const float *qr = Q + r * hd, *kr = K + j * (hd + 1);
@@ -771,10 +766,11 @@ __global__ void __launch_bounds__(128) k_attn_prefill_tc(ak_cuda_args a) {
     }
     /* this thread's two query rows: 16 w + g and 16 w + g + 8 */
     int lo[2], hi[2], klo, khi, unused;
-    key_range(p, p.pos + i0 + 16 * w + g, &lo[0], &hi[0]);
-    key_range(p, p.pos + i0 + 16 * w + g + 8, &lo[1], &hi[1]);
-    key_range(p, p.pos + i0, &klo, &unused);
-    key_range(p, p.pos + i0 + nqr - 1, &unused, &khi);
+    const int32_t *seg = (const int32_t *)a.b[4];   /* AK_ATTN_SEGMENTS */
+    ak_key_range(&p, seg, p.pos + i0 + 16 * w + g, &lo[0], &hi[0]);
+    ak_key_range(&p, seg, p.pos + i0 + 16 * w + g + 8, &lo[1], &hi[1]);
+    ak_key_range(&p, seg, p.pos + i0, &klo, &unused);
+    ak_key_range(&p, seg, p.pos + i0 + nqr - 1, &unused, &khi);
     float o[HD / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 #pragma unroll
     for (int u = 0; u < HD / 8; u++) o[u][0] = o[u][1] = o[u][2] = o[u][3] = 0.f;

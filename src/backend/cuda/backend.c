@@ -784,6 +784,7 @@ ak_status ak_backend_cuda_create(ak_backend **out, ak_err *err) {
     b->weights_copied = true;
     b->kv_blocks = true;   /* with limits (kv_unsupported): encode says which */
     b->kv_ring = true;
+    b->pack_inputs = true;
     b->destroy = cu_destroy;
     *out = b;
     return AK_OK;

@@ -29,7 +29,8 @@ __device__ void embed_row(float *o, int dtype, const uint8_t *row, int dim, floa
     }
 }
 
-/* Encoders add position_embd[pos + i] and token type 0's row (b[3], b[4]). */
+/* Encoders add position_embd[pos + i] (less the row's segment start: AK_EMBED_F_SEG, b[5])
+ * and token type 0's row (b[3], b[4]). */
 __global__ void k_embed(ak_cuda_args a) {
     AK_KERNEL_ENTRY(ak_p_embed, p);
     int i = blockIdx.x;
@@ -37,9 +38,10 @@ __global__ void k_embed(ak_cuda_args a) {
     int32_t id = ak_tok_ptr(a, st_)[i];
     float *o = (float *)a.b[2] + (size_t)i * p.dim;
     embed_row(o, p.dtype, (const uint8_t *)a.b[0] + (size_t)id * ak_cuda_row_bytes(p.dtype, p.dim), p.dim, p.scale, false);
-    if (p.flags & AK_EMBED_F_POS)
-        embed_row(o, p.pos_dtype, (const uint8_t *)a.b[3] + (size_t)(p.pos + i) * ak_cuda_row_bytes(p.pos_dtype, p.dim), p.dim,
-                  1.f, true);
+    if (p.flags & AK_EMBED_F_POS) {
+        const int at = p.pos + i - ((p.flags & AK_EMBED_F_SEG) ? ((const int32_t *)a.b[5])[2 * i] : 0);
+        embed_row(o, p.pos_dtype, (const uint8_t *)a.b[3] + (size_t)at * ak_cuda_row_bytes(p.pos_dtype, p.dim), p.dim, 1.f, true);
+    }
     if (p.flags & AK_EMBED_F_TYPE) embed_row(o, p.type_dtype, (const uint8_t *)a.b[4], p.dim, 1.f, true);
 }
 
