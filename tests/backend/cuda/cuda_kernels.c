@@ -108,6 +108,18 @@ static double compare(const ak_table *t, const world *w, ak_run r, int out, size
     return d;
 }
 
+/* compare() for a table of n rows from position 0 (n patched into its last command); frees
+ * the table and the world. */
+static double compare_n(ak_table *tb, world *w, int n, int out, size_t cnt) {
+    tb->cmds[tb->n - 1].patch |= AK_PATCH_N;
+    tb->max_rows = n;
+    ak_run r = {.pos = 0, .n = n, .steps = 1};
+    double d = compare(tb, w, r, out, 0, cnt);
+    ak_table_free(tb);
+    w_free(w);
+    return d;
+}
+
 /* Random blocks of a dtype with finite, modest scales in the f16 fields. */
 static void fill_quant(uint8_t *p, ak_dtype t, int64_t n_values) {
     const ak_dtype_traits *tr = &ak_dtype_info[t];
@@ -681,8 +693,7 @@ static void test_embed(void) {
 }
 
 /* What encoders add: embeddings plus learned positions (from pos) and token type 0, in
- * F32 and F16 tables (exact); LayerNorm with a bias, alone and after the residual add,
- * written over the residual itself (BERT's post-norm); an ungated erf-GELU. */
+ * F32 and F16 tables (exact); LayerNorm with a bias; an ungated erf-GELU. */
 static void test_encoder_ops(void) {
     for (int f16 = 0; f16 < 2; f16++) {
         const ak_dtype t = f16 ? AK_F16 : AK_F32;
@@ -714,30 +725,22 @@ static void test_encoder_ops(void) {
         ak_table_free(&tb);
         w_free(&w);
     }
-    for (int add = 0; add < 2; add++) {
+    {   /* LayerNorm alone, written over its input (after the add: test_rope_norm) */
         const int n = 5, dim = 384;
         world w;
         memset(&w, 0, sizeof w);
         w_rand(&w, AK_BUF_X, (size_t)n * dim * 4, 1.f);
         for (size_t i = 0; i < (size_t)n * dim; i++) ((float *)w.data[AK_BUF_X])[i] += 3.f;   /* a mean to remove */
-        w_rand(&w, AK_BUF_T, (size_t)n * dim * 4, 1.f);
         w_rand(&w, AK_BUF_WEIGHTS, (size_t)2 * dim * 4, 1.f);
         ak_p_norm p = {.n = n, .dim = dim, .eps = 1e-12f, .flags = AK_NORM_F_LAYER};
         ak_table tb = {0};
-        ak_cmd *c = ak_table_push(&tb, add ? AK_K_ADD_NORM : AK_K_NORM, &p, sizeof p, "layer_norm");
-        int s = 0;
-        ak_cmd_bind(c, s++, AK_BUF_X, 0);
-        if (add) { ak_cmd_bind(c, s++, AK_BUF_T, 0); ak_cmd_bind(c, s++, AK_BUF_WEIGHTS, 0); }
-        ak_cmd_bind(c, s++, AK_BUF_WEIGHTS, 0);
-        ak_cmd_bind(c, s++, AK_BUF_X, 0);
-        ak_cmd_bind(c, s, AK_BUF_WEIGHTS, (size_t)dim * 4);
-        c->patch = AK_PATCH_N;
-        tb.max_rows = n;
-        ak_run r = {.pos = 0, .n = n, .steps = 1};
-        double d = compare(&tb, &w, r, AK_BUF_X, 0, (size_t)n * dim);
-        CHECK(d <= 1e-6, "LayerNorm (add %d): rel %.3g", add, d);
-        ak_table_free(&tb);
-        w_free(&w);
+        ak_cmd *c = ak_table_push(&tb, AK_K_NORM, &p, sizeof p, "layer_norm");
+        ak_cmd_bind(c, 0, AK_BUF_X, 0);
+        ak_cmd_bind(c, 1, AK_BUF_WEIGHTS, 0);
+        ak_cmd_bind(c, 2, AK_BUF_X, 0);
+        ak_cmd_bind(c, 3, AK_BUF_WEIGHTS, (size_t)dim * 4);
+        double d = compare_n(&tb, &w, n, AK_BUF_X, (size_t)n * dim);
+        CHECK(d <= 1e-6, "LayerNorm: rel %.3g", d);
     }
     {
         const int n = 3, K = 1000;
@@ -750,13 +753,8 @@ static void test_encoder_ops(void) {
         ak_cmd *c = ak_table_push(&tb, AK_K_ACT_GATE, &p, sizeof p, "act");
         ak_cmd_bind(c, 0, AK_BUF_GU, 0);
         ak_cmd_bind(c, 1, AK_BUF_ACT, 0);
-        c->patch = AK_PATCH_N;
-        tb.max_rows = n;
-        ak_run r = {.pos = 0, .n = n, .steps = 1};
-        double d = compare(&tb, &w, r, AK_BUF_ACT, 0, (size_t)n * K);
+        double d = compare_n(&tb, &w, n, AK_BUF_ACT, (size_t)n * K);
         CHECK(d <= 1e-6, "ungated erf-GELU: rel %.3g", d);
-        ak_table_free(&tb);
-        w_free(&w);
     }
 }
 
@@ -1003,29 +1001,28 @@ static void test_rope_norm(void) {
         ak_table_free(&tb);
         w_free(&w);
     }
-    for (int post = 0; post < 2; post++) {
-        int n = 5, dim = 3000;
+    /* add_norm: RMSNorm, with Gemma's post-norm of the added branch, and LayerNorm with a
+     * bias written over the residual itself (BERT's post-norm) */
+    for (int v = 0; v < 3; v++) {
+        int n = 5, dim = v == 2 ? 384 : 3000;
+        const ak_buf_id out = v == 2 ? AK_BUF_X : AK_BUF_XN;
         world w;
     memset(&w, 0, sizeof w);
         w_rand(&w, AK_BUF_X, (size_t)n * dim * 4, 1.f);
         w_rand(&w, AK_BUF_T, (size_t)n * dim * 4, 1.f);
-        w_rand(&w, AK_BUF_WEIGHTS, (size_t)2 * dim * 4, 1.f);
+        w_rand(&w, AK_BUF_WEIGHTS, (size_t)3 * dim * 4, 1.f);
         w_set(&w, AK_BUF_XN, (size_t)n * dim * 4);
-        ak_p_norm p = {.n = n, .dim = dim, .eps = 1e-5f, .flags = post ? AK_NORM_F_POST : 0};
+        ak_p_norm p = {.n = n, .dim = dim, .eps = 1e-5f, .flags = v == 1 ? AK_NORM_F_POST : v == 2 ? AK_NORM_F_LAYER : 0};
         ak_table tb = {0};
         ak_cmd *c = ak_table_push(&tb, AK_K_ADD_NORM, &p, sizeof p, "add_norm");
         ak_cmd_bind(c, 0, AK_BUF_X, 0);
         ak_cmd_bind(c, 1, AK_BUF_T, 0);
         ak_cmd_bind(c, 2, AK_BUF_WEIGHTS, 0);
         ak_cmd_bind(c, 3, AK_BUF_WEIGHTS, (size_t)dim * 4);
-        ak_cmd_bind(c, 4, AK_BUF_XN, 0);
-        c->patch = AK_PATCH_N;
-        tb.max_rows = n;
-        ak_run r = {.pos = 0, .n = n, .steps = 1};
-        double d = compare(&tb, &w, r, AK_BUF_XN, 0, (size_t)n * dim);
-        CHECK(d <= 1e-5, "add_norm post %d: rel %.3g", post, d);
-        ak_table_free(&tb);
-        w_free(&w);
+        ak_cmd_bind(c, 4, out, 0);
+        ak_cmd_bind(c, 5, AK_BUF_WEIGHTS, (size_t)2 * dim * 4);
+        double d = compare_n(&tb, &w, n, out, (size_t)n * dim);
+        CHECK(d <= 1e-5, "add_norm variant %d: rel %.3g", v, d);
     }
 }
 
