@@ -164,14 +164,17 @@ int ak_cli_bench(int argc, char **argv) {
         double warm, *v = malloc((size_t)reps * sizeof *v);
         if (!v || (rc = timed_embed(s, ak_model_vocab(m), ak_model_dim(m), n, batch, &warm))) { free(v); rc = 1; goto done; }
         for (int r = 0; r < reps && !rc; r++) rc = timed_embed(s, ak_model_vocab(m), ak_model_dim(m), n, batch, &v[r]);
-        stats st = rc ? (stats){0, 0, 0} : summarize(v, reps);
+        if (rc) { free(v); goto done; }
+        stats st = summarize(v, reps);
         free(v);
-        if (rc) goto done;
-        printf(json ? "[\n  {\"model\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"test\": \"embed %dx%d\", "
-                      "\"sentences_per_s_mean\": %.3f, \"sentences_per_s_sd\": %.3f, \"sentences_per_s_median\": %.3f, \"reps\": %d}\n]\n"
-                    : "| model | backend | threads | test | sentences/s | median sentences/s |\n| --- | --- | ---: | --- | ---: | ---: |\n"
-                      "| %s | %s | %d | embed %dx%d | %.2f ± %.2f | %.2f |\n",
-               name, ak_session_backend(s), threads, batch, n, st.mean, st.sd, st.median, reps);
+        if (json)
+            printf("[\n  {\"model\": \"%s\", \"backend\": \"%s\", \"threads\": %d, \"test\": \"embed %dx%d\", "
+                   "\"sentences_per_s_mean\": %.3f, \"sentences_per_s_sd\": %.3f, \"sentences_per_s_median\": %.3f, \"reps\": %d}\n]\n",
+                   name, ak_session_backend(s), threads, batch, n, st.mean, st.sd, st.median, reps);
+        else
+            printf("| model | backend | threads | test | sentences/s | median sentences/s |\n| --- | --- | ---: | --- | ---: | ---: |\n"
+                   "| %s | %s | %d | embed %dx%d | %.2f ± %.2f | %.2f |\n",
+                   name, ak_session_backend(s), threads, batch, n, st.mean, st.sd, st.median);
         goto done;
     }
     if (json) printf("[\n");

@@ -25,7 +25,6 @@ __device__ __forceinline__ int kv_slot(int j, int k0, int s0, int rows) {
     return s >= rows ? s - rows : s;
 }
 
-
 #define AK_DEC_WARPS 8
 /* DPL neighbouring values of a cache row (F32 or F16) as floats, in one vector load. */
 template <int DPL, bool F16>

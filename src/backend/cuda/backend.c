@@ -679,7 +679,7 @@ static ak_status cu_run(ak_backend *b, void *enc, ak_run *r, ak_err *err) {
         int left = r->steps;
         for (; e == cudaSuccess && left >= AK_CUDA_UNROLL; left -= AK_CUDA_UNROLL) e = cudaGraphLaunch(t->gu, s);
         for (; e == cudaSuccess && left > 0; left--) e = cudaGraphLaunch(t->g1, s);
-    } else if (r->n > 1 && r->steps == 1 && !cb->skip[0] && e == cudaSuccess) {
+    } else if (r->n > 1 && r->steps == 1 && e == cudaSuccess) {
         e = prefill(cb, t, r->n);
     } else {
         for (int k = 0; k < r->steps && e == cudaSuccess; k++) e = launch_all(cb, t, r->n);
