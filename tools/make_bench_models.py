@@ -12,8 +12,10 @@ meaningless but keep activations finite, which is all a speed benchmark needs.
 
 Default set (about 6 GB): llama-3.2-1b-{q4_0,q8_0,q4_k,f16,q4_k_m,q6_k},
 qwen3-0.6b-{q8_0,q4_0,q4_k_m}. The llama-3-8b-{q4_0,q8_0,q4_k_m,q6_k,f16} files (GPU
-benchmarks, 4.7 / 8.5 / 5.0 / 6.6 / 16 GB) only with --only. q4_k_m mixes Q4_K and Q6_K
-as llama.cpp's Q4_K_M.
+benchmarks, 4.7 / 8.5 / 5.0 / 6.6 / 16 GB) and every {q5_k_m,q3_k_s,q2_k,bf16} file only
+with --only. q4_k_m and q5_k_m mix Q4_K / Q5_K with Q6_K as llama.cpp's Q4_K_M and Q5_K_M
+do, q2_k mixes Q2_K with Q3_K as its Q2_K does; q3_k_s is Q3_K throughout; the
+quantized files keep token_embd / output in Q6_K.
 Existing files are kept unless --force.
 """
 import argparse
@@ -35,8 +37,8 @@ SHAPES = {
                        vocab=128256, rope=500000.0, eps=1e-5, ctx=8192, tied=False, qk_norm=False),
 }
 
-# name -> (shape, weight type, type of token_embd/output, general.file_type); weight type
-# "q4_k_m" mixes Q4_K and Q6_K as llama.cpp's Q4_K_M does (mixed_type)
+# name -> (shape, weight type, type of token_embd/output, general.file_type); weight types
+# "q4_k_m", "q5_k_m" and "q2_k" are mixes as llama.cpp's files of those names (mixed_type)
 MODELS = {
     "llama-3.2-1b-q4_0": ("llama-3.2-1b", QT.Q4_0, QT.Q4_0, 2),
     "llama-3.2-1b-q8_0": ("llama-3.2-1b", QT.Q8_0, QT.Q8_0, 7),
@@ -53,10 +55,16 @@ MODELS = {
     "llama-3-8b-q6_k": ("llama-3-8b", QT.Q6_K, QT.Q6_K, 18),
     "llama-3-8b-f16": ("llama-3-8b", QT.F16, QT.F16, 1),
 }
-DEFAULT = [n for n in MODELS if not n.startswith("llama-3-8b")]
+MORE = {"q5_k_m": ("q5_k_m", QT.Q6_K, 17), "q3_k_s": (QT.Q3_K, QT.Q6_K, 11), "q2_k": ("q2_k", QT.Q6_K, 10),
+        "bf16": (QT.BF16, QT.BF16, 32)}   # (weight type, token_embd/output, file type), only with --only
+for shape in ("llama-3.2-1b", "llama-3-8b", "qwen3-0.6b"):
+    for t, (wt, et, ft) in MORE.items():
+        MODELS["%s-%s" % (shape, t)] = (shape, wt, et, ft)
+DEFAULT = [n for n in MODELS if not n.startswith("llama-3-8b") and n.rsplit("-", 1)[1] not in MORE]
 
 # (elements per block, bytes per block)
-BLOCK = {QT.Q4_0: (32, 18), QT.Q8_0: (32, 34), QT.Q4_K: (256, 144), QT.Q6_K: (256, 210), QT.F16: (1, 2)}
+BLOCK = {QT.Q4_0: (32, 18), QT.Q8_0: (32, 34), QT.Q4_K: (256, 144), QT.Q6_K: (256, 210), QT.F16: (1, 2),
+         QT.Q5_K: (256, 176), QT.Q3_K: (256, 110), QT.Q2_K: (256, 84), QT.BF16: (1, 2)}
 
 
 class Gen:
@@ -91,9 +99,31 @@ class Gen:
             b[:, 2:4] = (d.view(np.float16) * np.float16(7.5)).view(np.uint8)
             b[:, 4:12] = s                  # 6-bit scales/mins of sub-blocks 0..3
             b[:, 12:16] = s | (s << 4)      # low nibbles of sub-blocks 4..7 (high bits 0)
+        elif qt == QT.Q5_K:    # as Q4_K with a fifth bit (q 0..31: std 9.2), dmin = 15.5 d
+            s = 8
+            d = self.scales(nb, w_std / 9.2 / s)
+            b[:, 0:2] = d
+            b[:, 2:4] = (d.view(np.float16) * np.float16(15.5)).view(np.uint8)
+            b[:, 4:12] = s
+            b[:, 12:16] = s | (s << 4)
+        elif qt == QT.Q3_K:    # d*sc*(q-4), q 3-bit: std 2.3; the 16 6-bit scales 40 (sc = 8); d is last
+            b[:, 96:104] = 0x88             # low nibbles
+            b[:, 104:108] = 0xAA            # high two bits (2) of four scales a byte
+            b[:, 108:110] = self.scales(nb, w_std / 2.3 / 8)
+        elif qt == QT.Q2_K:    # d*sc*q - dmin*m, q 0..3: std 1.12; sc = m = 8, dmin = 1.5 d
+            b[:, 0:16] = 0x88
+            d = self.scales(nb, w_std / 1.12 / 8)
+            b[:, 80:82] = d
+            b[:, 82:84] = (d.view(np.float16) * np.float16(1.5)).view(np.uint8)
         elif qt == QT.Q6_K:    # d*sc*(q-32), q 6-bit: std 18.5; int8 sc = 16; d is last
             b[:, 192:208] = 16
             b[:, 208:210] = self.scales(nb, w_std / 18.5 / 16)
+        elif qt == QT.BF16:    # as F16, in bfloat16's fields
+            e = int(math.floor(math.log2(w_std / 1.5)))
+            h = b.reshape(-1).view(np.uint16)
+            h &= 0x807F
+            h |= (e + 127) << 7
+            return b.reshape(rows, cols * 2)
         elif qt == QT.F16:     # random sign, magnitude in [2^e, 2^(e+1))
             e = int(math.floor(math.log2(w_std / 1.5)))
             h = b.reshape(-1).view(np.uint16)
@@ -118,13 +148,16 @@ def vocab(n):
 
 
 def mixed_type(wt, tensor, layer, layers):
-    """The type of a layer's matrix: wt, or for "q4_k_m" Q6_K in attn_v and ffn_down of
-    the first and last eighth of the layers and every third one between, Q4_K elsewhere
-    (llama.cpp's Q4_K_M choice)."""
-    if wt != "q4_k_m":
+    """The type of a layer's matrix: wt, or for "q4_k_m" / "q5_k_m" Q6_K in attn_v and
+    ffn_down of the first and last eighth of the layers and every third one between, Q4_K /
+    Q5_K elsewhere (llama.cpp's Q4_K_M and Q5_K_M choice); for "q2_k" Q3_K in attn_v and
+    ffn_down, Q2_K elsewhere (its Q2_K)."""
+    if wt == "q2_k":
+        return QT.Q3_K if tensor in ("attn_v", "ffn_down") else QT.Q2_K
+    if wt not in ("q4_k_m", "q5_k_m"):
         return wt
     more = layer < layers // 8 or layer >= 7 * layers // 8 or (layer - layers // 8) % 3 == 2
-    return QT.Q6_K if tensor in ("attn_v", "ffn_down") and more else QT.Q4_K
+    return QT.Q6_K if tensor in ("attn_v", "ffn_down") and more else QT.Q4_K if wt == "q4_k_m" else QT.Q5_K
 
 
 def tensor_list(c, wt, et):
