@@ -4,7 +4,7 @@
  * Prints per shape the time per GEMV (median of the runs), GB/s and the share of the
  * measured read bandwidth; the shapes are the Llama-3-8B decode matrices, plus one
  * 300 MB matrix where the start and end of a GEMV no longer count.
- *   gpu_gemv [q4_0|q8_0 ...]        (default: both) */
+ *   gpu_gemv [TYPE ...]        (a dtype's name: q4_0, q4_k, q6_k, f16...; default q4_0 q8_0) */
 #include "backend/backend.h"
 #include "core/dtype.h"
 #include "core/kernels.h"
@@ -104,12 +104,11 @@ int main(int argc, char **argv) {
         {"qkv", 4096, 6144}, {"o", 4096, 4096}, {"gate_up", 4096, 28672}, {"down", 14336, 4096}, {"big", 4096, 131072},
     };
     int bad = 0;
-    for (int ti = 0; ti < 2; ti++) {
-        ak_dtype t = ti ? AK_Q8_0 : AK_Q4_0;
-        int want = argc < 2;
-        for (int i = 1; i < argc; i++) want |= strcasecmp(argv[i], ak_dtype_info[t].name) == 0;
+    for (int t = 0; t < AK_DTYPE_COUNT; t++) {
+        int want = argc < 2 && (t == AK_Q4_0 || t == AK_Q8_0);
+        for (int i = 1; i < argc; i++) want |= ak_dtype_info[t].name && strcasecmp(argv[i], ak_dtype_info[t].name) == 0;
         if (!want) continue;
-        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) bad |= one(be, t, shapes[s].name, shapes[s].K, shapes[s].N, probe);
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) bad |= one(be, (ak_dtype)t, shapes[s].name, shapes[s].K, shapes[s].N, probe);
     }
     be->destroy(be);
     return bad;

@@ -287,6 +287,15 @@ static void test_matmul(void) {
             one_mm(d3, 3, Ks[k], N3, 24, 0, k == 1, 0);
             one_mm(d3, 1, Ks[k], N1, 24, 1, 1, 0);
         }
+        if (t != AK_Q4_0 && t != AK_Q8_0 && !is_float(t)) {
+            /* long rows in the file's layout: several rounds of 32 units a warp, the last
+             * one short (8 units of 21 super-blocks, or 1 of 161 blocks) */
+            ak_dtype d1[3] = {t, t, t};
+            int Nl[3] = {300, 0, 0};
+            const uint64_t keep = rng;   /* the other cases' inputs as before these were added */
+            one_mm(d1, 1, blk == 256 ? 5376 : 5152, Nl, 1, 0, 1, 0);
+            rng = keep;
+        }
         if (t == AK_Q4_0 || t == AK_Q8_0) {   /* rows that are not 16-byte aligned: the generic kernel */
             ak_dtype d1[3] = {t, t, t};
             one_mm(d1, 1, 1024, N1, 1, 0, 0, 2);
@@ -310,6 +319,12 @@ static void test_matmul(void) {
     one_mm(q4, 1, 4096, Nbig, 1, 0, 0, 0);
     one_mm(q8, 1, 4096, Nbig, 1, 0, 0, 0);
     one_mm(q4, 1, 4096, Nbig, 64, 0, 0, 0);
+    ak_dtype q4k[3] = {AK_Q4_K, AK_Q4_K, AK_Q6_K};   /* a full grid; a QKV of two launches (Q and K, then V) */
+    const uint64_t keep = rng;
+    one_mm(q4k, 1, 4096, Nbig, 1, 0, 0, 0);
+    int Nqkv[3] = {4096, 1024, 1024};
+    one_mm(q4k, 3, 4096, Nqkv, 1, 0, 1, 0);
+    rng = keep;
 }
 
 /* A prefill GEMM's row comes out the same, bit for bit, whatever rows the call has (a
