@@ -641,6 +641,29 @@ __global__ void __launch_bounds__(AK_PF_THREADS) k_attn_prefill(ak_cuda_args a) 
 #define AK_TC_Q 64
 #define AK_TC_K 64
 
+/* Key splits of the causal prefill: a block (head, 64 queries) takes the key tiles of one
+ * split [z S, (z + 1) S) (the grid's z), so that a long cache fills the GPU: Qwen3-0.6B's
+ * 16 heads x 8 query blocks of a 512-row chunk were 128 blocks of 4 warps, one an SM,
+ * whatever the depth (H200, pp512 after 4096 tokens 1.42x with splits, after 16384
+ * 1.84x). S is fixed by max_seq (at most AK_PF_SPLITS splits) and whether to split by
+ * the head count and the GPU, so a row's splits, and its arithmetic, do not depend on how
+ * the prompt is cut. A row whose keys lie in one split is written by that split's block
+ * as before; the others' partial softmaxes go to scratch and k_attn_pf_merge combines
+ * them in split order. Only where a 512-row chunk's blocks would not fill the SMs once:
+ * the 8B shape's 32 heads (256 blocks) lost 4 % with splits at depth 4096. Not for a
+ * quantized V (its rows are rotated back per block) or an encoder's segments. */
+#define AK_PF_SPLITS 16
+static __host__ __device__ int pf_split(const ak_p_attn &p) {
+    int s = 1024;
+    while ((p.max_seq + s - 1) / s > AK_PF_SPLITS) s *= 2;
+    return s;
+}
+extern int ak_cuda_n_sm;
+static int pf_nz(const ak_p_attn &p) {
+    const bool on = p.causal == 1 && p.vt == AK_F16 && p.n_heads * (512 / AK_TC_Q) <= ak_cuda_n_sm;
+    return on ? ak_cdiv(p.max_seq, pf_split(p)) : 1;
+}
+
 __device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -752,6 +775,8 @@ __global__ void __launch_bounds__(128) k_attn_prefill_tc(ak_cuda_args a) {
     const int group = p.n_heads / p.n_kv_heads, h = blockIdx.x, i0 = blockIdx.y * AK_TC_Q;
     if (i0 >= p.n) return;
     const int nqr = min(AK_TC_Q, p.n - i0);
+    const bool split = gridDim.z > 1;
+    const int S = split ? pf_split(p) : 0, z = blockIdx.z;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int rows = kv_rows(p);   /* AK_TC_K divides a ring's rows: a tile's slots are contiguous */
     const size_t base = (size_t)(h / group) * rows * HD;
@@ -770,6 +795,11 @@ __global__ void __launch_bounds__(128) k_attn_prefill_tc(ak_cuda_args a) {
     ak_key_range(&p, seg, p.pos + i0 + 16 * w + g + 8, &lo[1], &hi[1]);
     ak_key_range(&p, seg, p.pos + i0, &klo, &unused);
     ak_key_range(&p, seg, p.pos + i0 + nqr - 1, &unused, &khi);
+    if (split) {   /* this block's split of the keys (S is a multiple of the tile) */
+        klo = max(klo, z * S);
+        khi = min(khi, (z + 1) * S);
+        if (klo >= khi) return;
+    }
     float o[HD / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 #pragma unroll
     for (int u = 0; u < HD / 8; u++) o[u][0] = o[u][1] = o[u][2] = o[u][3] = 0.f;
@@ -871,15 +901,37 @@ __global__ void __launch_bounds__(128) k_attn_prefill_tc(ak_cuda_args a) {
         }
         __syncthreads();   /* this stage is the one fetched into next round */
     }
+    float ls[2];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        ls[r] = l[r];
         l[r] = l[r] > 0.f ? 1.f / l[r] : 0.f;
     }
     float *out = (float *)a.b[3] + (size_t)h * HD + 2 * t;
     const size_t ld = (size_t)p.n_heads * HD;
     const int ra = 16 * w + g, rb = ra + 8;
+    if (split) {
+        /* per row: the whole result where its keys lie in this split alone, else this
+         * split's (O, max, sum) to scratch (nothing where it has no keys here) */
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int row = r ? rb : ra, z0 = lo[r] / S, z1 = (hi[r] - 1) / S;
+            if (row >= nqr || z < z0 || z > z1) continue;
+            if (z0 == z1) {
+#pragma unroll
+                for (int u = 0; u < HD / 8; u++)
+                    *(float2 *)(out + (size_t)(i0 + row) * ld + 8 * u) = make_float2(o[u][2 * r] * l[r], o[u][2 * r + 1] * l[r]);
+                continue;
+            }
+            float *pt = (float *)a.scratch + (((size_t)z * p.n + i0 + row) * p.n_heads + h) * (HD + 2);
+#pragma unroll
+            for (int u = 0; u < HD / 8; u++) *(float2 *)(pt + 8 * u + 2 * t) = make_float2(o[u][2 * r], o[u][2 * r + 1]);
+            if (t == 0) *(float2 *)(pt + HD) = make_float2(m[r], ls[r]);
+        }
+        return;
+    }
     if constexpr (VQ) {   /* a rotated value cache: the rows rotated back in shared memory (the stages are free) */
         float *os = reinterpret_cast<float *>(tsm);
 #pragma unroll
@@ -898,6 +950,43 @@ __global__ void __launch_bounds__(128) k_attn_prefill_tc(ak_cuda_args a) {
             if (rb < nqr) *(float2 *)(out + (size_t)(i0 + rb) * ld + 8 * u) = make_float2(o[u][2] * l[1], o[u][3] * l[1]);
         }
     }
+}
+
+/* The rows of a split prefill whose keys span several splits: a warp per (row, head)
+ * merges the splits' (O, max, sum) in split order. */
+template <int HD>
+__global__ void __launch_bounds__(128) k_attn_pf_merge(ak_cuda_args a) {
+    AK_KERNEL_ENTRY(ak_p_attn, p);
+    const int wi = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31, i = wi / p.n_heads, h = wi % p.n_heads;
+    if (i >= p.n) return;
+    int lo, hi;
+    ak_key_range(&p, (const int32_t *)a.b[4], p.pos + i, &lo, &hi);
+    const int S = pf_split(p), z0 = lo / S, z1 = (hi - 1) / S;
+    if (z0 == z1) return;
+    const float *pt = (const float *)a.scratch + ((size_t)i * p.n_heads + h) * (HD + 2);
+    const size_t zs = (size_t)p.n * p.n_heads * (HD + 2);
+    float M = -INFINITY;
+    for (int z = z0; z <= z1; z++) M = fmaxf(M, pt[z * zs + HD]);
+    float L = 0.f, o[HD / 32];
+#pragma unroll
+    for (int d = 0; d < HD / 32; d++) o[d] = 0.f;
+    for (int z = z0; z <= z1; z++) {
+        const float *q = pt + z * zs, f = q[HD] == -INFINITY ? 0.f : expf(q[HD] - M);
+        L += q[HD + 1] * f;
+#pragma unroll
+        for (int d = 0; d < HD / 32; d++) o[d] += q[lane + 32 * d] * f;
+    }
+    float *out = (float *)a.b[3] + (size_t)i * p.n_heads * HD + (size_t)h * HD;
+    const float il = L > 0.f ? 1.f / L : 0.f;
+#pragma unroll
+    for (int d = 0; d < HD / 32; d++) out[lane + 32 * d] = o[d] * il;
+}
+
+/* Scratch of the split prefill: every split's (O, max, sum) for max_rows rows. */
+extern "C" size_t ak_cuda_attn_prefill_scratch(const ak_p_attn *p, int max_rows) {
+    const int nz = pf_nz(*p);
+    if (p->kt == AK_F32 || (p->head_dim != 64 && p->head_dim != 128) || nz == 1) return 0;
+    return (size_t)nz * max_rows * p->n_heads * (p->head_dim + 2) * 4;
 }
 
 /* ---- decode on tensor cores (F16 or quantized cache, heads of 64 or 128) ----
@@ -1140,7 +1229,11 @@ struct pf_tc_k {
     template <int HD, int KT, int VT> static cudaError_t go(const ak_cuda_cmd *c, cudaStream_t st) {
         if (!c) return cudaFuncSetAttribute(k_attn_prefill_tc<HD, KT, VT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tc_smem<HD>());
         const ak_p_attn *p = (const ak_p_attn *)c->a.p;
-        return ak_launch(k_attn_prefill_tc<HD, KT, VT>, dim3(p->n_heads, ak_cdiv(c->rows, AK_TC_Q)), dim3(128), tc_smem<HD>(), st, c->a);
+        const int nz = pf_nz(*p);
+        cudaError_t e = ak_launch(k_attn_prefill_tc<HD, KT, VT>, dim3(p->n_heads, ak_cdiv(c->rows, AK_TC_Q), nz), dim3(128), tc_smem<HD>(),
+                                  st, c->a);
+        if (e != cudaSuccess || nz == 1) return e;
+        return ak_launch(k_attn_pf_merge<HD>, dim3(ak_cdiv(c->rows * p->n_heads, 4)), dim3(128), 0, st, c->a);
     }
 };
 template <class F, int HD, int KT> static cudaError_t kv_pair_v(int vt, const ak_cuda_cmd *c, cudaStream_t st) {

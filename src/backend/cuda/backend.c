@@ -260,6 +260,7 @@ static size_t cmd_scratch(ak_cuda_cmd *c, int max_rows, ak_cuda_ctx *x, ak_err *
         c->aux[1] = ak_cuda_attn_splits(a, x->n_sm);
         return (size_t)a->n_heads * c->aux[1] * (a->head_dim + AK_ATTN_PART_PAD) * 4 + (size_t)a->n_heads * 4;
     }
+    case AK_K_ATTN_PREFILL: return ak_cuda_attn_prefill_scratch(p, max_rows);
     case AK_K_SAMPLE:
         c->aux[0] = ak_cuda_sample_blocks(((const ak_p_sample *)p)->vocab);
         return ak_cuda_sample_scratch(((const ak_p_sample *)p)->vocab);
