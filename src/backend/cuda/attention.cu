@@ -783,11 +783,6 @@ __global__ void __launch_bounds__(128) k_attn_prefill_tc(ak_cuda_args a) {
     const __half *kc = (const __half *)a.b[1], *vc = (const __half *)a.b[2];
     const uint8_t *kq = (const uint8_t *)a.b[1] + (size_t)(h / group) * rows * ak_kv_row_bytes(KT, HD);
     const uint8_t *vq = (const uint8_t *)a.b[2] + (size_t)(h / group) * rows * ak_kv_row_bytes(VT, HD);
-    for (int e = threadIdx.x; e < AK_TC_Q * HD / 2; e += blockDim.x) {
-        int r = e / (HD / 2), d = 2 * (e % (HD / 2));
-        const float *q = (const float *)a.b[0] + (size_t)(i0 + r) * p.ld_q + (size_t)h * HD + d;
-        *(__half2 *)&Qs[r * QS + d] = r < nqr ? __floats2half2_rn(q[0], q[1]) : __floats2half2_rn(0.f, 0.f);
-    }
     /* this thread's two query rows: 16 w + g and 16 w + g + 8 */
     int lo[2], hi[2], klo, khi, unused;
     const int32_t *seg = (const int32_t *)a.b[4];   /* AK_ATTN_SEGMENTS */
@@ -798,7 +793,12 @@ __global__ void __launch_bounds__(128) k_attn_prefill_tc(ak_cuda_args a) {
     if (split) {   /* this block's split of the keys (S is a multiple of the tile) */
         klo = max(klo, z * S);
         khi = min(khi, (z + 1) * S);
-        if (klo >= khi) return;
+        if (klo >= khi) return;   /* before Q is read: most splits of a short prompt are empty */
+    }
+    for (int e = threadIdx.x; e < AK_TC_Q * HD / 2; e += blockDim.x) {
+        int r = e / (HD / 2), d = 2 * (e % (HD / 2));
+        const float *q = (const float *)a.b[0] + (size_t)(i0 + r) * p.ld_q + (size_t)h * HD + d;
+        *(__half2 *)&Qs[r * QS + d] = r < nqr ? __floats2half2_rn(q[0], q[1]) : __floats2half2_rn(0.f, 0.f);
     }
     float o[HD / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 #pragma unroll
