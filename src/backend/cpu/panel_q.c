@@ -256,11 +256,11 @@ void ak_panel_q_quantize(int64_t K, const float *x, int64_t ldx, int n, void *xa
 #define AK_PQ_WBLOCK (256 << 10)
 #define AK_PQ_XBLOCK (512 << 10)
 
-/* gemv: kernel calls of at most 2 rows, which sum each row as the one-row GEMV does
- * (two accumulators); otherwise one accumulator a row, in blocks of any size. */
+/* gemv: each row summed as the one-row GEMV sums it (two accumulators; the kernels group
+ * such rows by what their registers hold); otherwise one accumulator a row, in blocks of
+ * any size. */
 void ak_panel_q_mm_pre(ak_dtype t, const void *w, int64_t N, int64_t K, int64_t p0, int64_t p1,
                        const void *xa, int n, float *y, int64_t ldy, const float *bias, bool gemv) {
-    const int nr_max = gemv ? 2 : AK_PQ_NR;
     if (ak_cpu_simd < 0) ak_cpu_detect();
     size_t xs = ak_pq_xrow(K), pbytes = panel_bytes(t, K);
     ak_pq_kern kern = pick(t);
@@ -277,8 +277,8 @@ void ak_panel_q_mm_pre(ak_dtype t, const void *w, int64_t N, int64_t K, int64_t 
                 const uint8_t *pw = (const uint8_t *)w + (size_t)p * pbytes;
                 int rows = N - p * AK_PANEL_R < AK_PANEL_R ? (int)(N - p * AK_PANEL_R) : AK_PANEL_R;
                 const float *bp = bias ? bias + p * AK_PANEL_R : NULL;
-                for (int i0 = c0; i0 < c1; i0 += nr_max) {
-                    int nr = c1 - i0 < nr_max ? c1 - i0 : nr_max;
+                for (int i0 = c0; i0 < c1; i0 += AK_PQ_NR) {
+                    int nr = c1 - i0 < AK_PQ_NR ? c1 - i0 : AK_PQ_NR;
                     const uint8_t *xr = (const uint8_t *)xa + (size_t)i0 * xs;
                     if (kern) kern(pw, K, xr, xs, nr, rows, out, gemv);
                     else kern_ref(t, pw, K, xr, xs, nr, rows, out);

@@ -223,16 +223,23 @@ TGT static inline __attribute__((always_inline)) void F(body)(const int T, const
     for (int i = 0; i < NR; i++) STF(out + 16 * i + H, S ? _ADDPS(acc[i], acc2[i]) : acc[i]);
 }
 
-/* nr rows as blocks of 8, 4, 2 and 1 (fewer instances to compile); gemv: nr <= 2 rows,
- * each summed as a one-row GEMV. */
+/* nr rows as blocks of 8, 4, 2 and 1 (fewer instances to compile); gemv: each row summed
+ * as a one-row GEMV (S), in blocks of 4 where the registers hold their two accumulators
+ * each (AVX-512), else of 2: a speculative check's rows share one decode of the weights. */
+#if W == 16
+#define PQ_GEMV4(T) for (; i + 4 <= nr; i += 4) F(body)(T, 4, 1, pw, K, xa + i * xs, xs, H, out + 16 * i);
+#else
+#define PQ_GEMV4(T)
+#endif
 #define PQ_KERN(T, NAME)                                                                            \
     TGT static void F(NAME)(const uint8_t *pw, int64_t K, const uint8_t *xa, size_t xs, int nr,    \
                             int rows, float *out, int gemv) {                                       \
         for (int H = 0; H < rows; H += W) {                                                         \
             int i = 0;                                                                              \
             if (gemv) {                                                                             \
-                if (nr == 2) F(body)(T, 2, 1, pw, K, xa, xs, H, out);                               \
-                else F(body)(T, 1, 1, pw, K, xa, xs, H, out);                                       \
+                PQ_GEMV4(T)                                                                         \
+                for (; i + 2 <= nr; i += 2) F(body)(T, 2, 1, pw, K, xa + i * xs, xs, H, out + 16 * i); \
+                if (i < nr) F(body)(T, 1, 1, pw, K, xa + i * xs, xs, H, out + 16 * i);              \
                 continue;                                                                           \
             }                                                                                       \
             for (; i + 8 <= nr; i += 8) F(body)(T, 8, 0, pw, K, xa + i * xs, xs, H, out + 16 * i);  \
@@ -295,6 +302,7 @@ TGT void ak_pq_quant_avx2(const float *x, int64_t K, uint8_t *row) {
 #undef STF
 #undef WS
 #undef PQ_UNROLL
+#undef PQ_GEMV4
 #undef PQ_KERN
 #undef F
 #undef CAT2

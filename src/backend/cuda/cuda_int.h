@@ -130,6 +130,7 @@ static inline int ak_cuda_file_layout(int dtype) { return dtype == AK_Q4_0 ? AK_
 double ak_cuda_read_bandwidth(cudaStream_t s);
 /* Attention decode: the grid's key splits for its cache and this device's SMs. */
 int ak_cuda_attn_splits(const ak_p_attn *p, int n_sm);
+/* Attention prefill: the key splits' partial results for max_rows rows (0: one split). */
 size_t ak_cuda_attn_prefill_scratch(const ak_p_attn *p, int max_rows);
 int ak_cuda_sample_blocks(int vocab);
 /* The sample command's scratch: the blocks' argmax or top-k lists. */
