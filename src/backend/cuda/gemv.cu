@@ -603,47 +603,27 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
     }
 }
 
-/* Q4_K / Q5_K: sub-block u (32 consecutive values under one scale and min: sub-block u % 8
- * of super-block u / 8) of R rows times x, added to acc. The x codes' sum is then the
- * prologue's per-32 sum (no dp4a for it), and a lane unpacks one scale pair, not kq_decode's
- * two (its unit is half of each of two sub-blocks): 8B Q4_K_M tg128 1.06x, the GEMV of a
- * 302 MB matrix 70 -> 77 % of the bandwidth (H200). */
+/* Q4_K / Q5_K: sub-block u (kq_sub32) of R rows times x, added to acc. The x codes' sum
+ * is then the prologue's per-32 sum (no dp4a for it): 8B Q4_K_M tg128 1.06x against
+ * kq_decode's units, the GEMV of a 302 MB matrix 70 -> 77 % of the bandwidth (H200). */
 template <int DT, int R>
 __device__ __forceinline__ void ks_sub32(const uint8_t *const (&rows)[R], int u, const int8_t *xq, const float *xd,
                                          const int *xs, float (&acc)[R]) {
-    constexpr bool FIVE = DT == AK_Q5_K;
-    const int j = u & 7;
     const int4 x0 = *(const int4 *)(xq + 32 * u), x1 = *(const int4 *)(xq + 32 * u + 16);
     const int xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
     const float dx = xd[u], sx = (float)xs[u];
 #pragma unroll
     for (int h = 0; h < R; h++) {
-        const uint8_t *p = rows[h] + (size_t)(FIVE ? 176 : 144) * (u >> 3);
-        uint32_t hd[4], wa[4], wb[4], ha[4] = {0, 0, 0, 0}, hb[4] = {0, 0, 0, 0};
-        kq_w4a16(p, hd);
-        kq_w4a16(p + (FIVE ? 48 : 16) + 32 * (j >> 1), wa);
-        kq_w4a16(p + (FIVE ? 48 : 16) + 32 * (j >> 1) + 16, wb);
-        if constexpr (FIVE) {
-            kq_w4a16(p + 16, ha);
-            kq_w4a16(p + 32, hb);
-        }
-        const uint32_t w[8] = {wa[0], wa[1], wa[2], wa[3], wb[0], wb[1], wb[2], wb[3]};
-        const uint32_t qh[8] = {ha[0], ha[1], ha[2], ha[3], hb[0], hb[1], hb[2], hb[3]};
-        auto scb = [&](int i) { return (int)(((i < 4 ? hd[1] : i < 8 ? hd[2] : hd[3]) >> (8 * (i & 3))) & 0xFF); };
-        const int sc = j < 4 ? scb(j) & 63 : (scb(j + 4) & 0xF) | (scb(j - 4) >> 6) << 4;
-        const int m = j < 4 ? scb(j + 4) & 63 : (scb(j + 4) >> 4) | (scb(j) >> 6) << 4;
+        uint32_t q[8];
+        float a, b;
+        kq_sub32<DT>(rows[h], u, q, a, b);
         int dot = 0, dot2 = 0;
 #pragma unroll
         for (int i = 0; i < 8; i += 2) {
-            uint32_t q0 = (w[i] >> (4 * (j & 1))) & 0x0F0F0F0Fu, q1 = (w[i + 1] >> (4 * (j & 1))) & 0x0F0F0F0Fu;
-            if constexpr (FIVE) {
-                q0 |= ((qh[i] >> j) & 0x01010101u) << 4;
-                q1 |= ((qh[i + 1] >> j) & 0x01010101u) << 4;
-            }
-            dot = __dp4a((int)q0, xv[i], dot);
-            dot2 = __dp4a((int)q1, xv[i + 1], dot2);
+            dot = __dp4a((int)q[i], xv[i], dot);
+            dot2 = __dp4a((int)q[i + 1], xv[i + 1], dot2);
         }
-        const float v = kq_f16_lo(hd[0]) * (float)sc * (float)(dot + dot2) - kq_f16_hi(hd[0]) * (float)m * sx;
+        const float v = a * (float)(dot + dot2) - b * sx;
         acc[h] += dx * v;
     }
 }

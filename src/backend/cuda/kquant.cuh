@@ -46,6 +46,13 @@ __device__ __forceinline__ uint32_t kq_spread4(uint32_t bits, int to) {
     return ((bits & 1) | (bits & 2) << 7 | (bits & 4) << 14 | (bits & 8) << 21) << to;
 }
 
+/* Q4_K / Q5_K: sub-block j's scale and min from a super-block's first 16 bytes (d, dmin,
+ * scales[12]) as words, taken by selects and shifts (a byte pointer into the words would
+ * put them in local memory). */
+__device__ __forceinline__ void kq_k4_scale_min(const uint32_t (&hd)[4], int j, int &sc, int &m) {
+    ak_k4_scale_min([&](int i) { return (int)(((i < 4 ? hd[1] : i < 8 ? hd[2] : hd[3]) >> (8 * (i & 3))) & 0xFF); }, j, sc, m);
+}
+
 /* Unit u of row `row` (K values; the repacked Q4_0/Q8_0 need nb = K / 32). */
 template <int DT> __device__ __forceinline__ void kq_decode(const uint8_t *row, int nb, int u, kq_unit &o) {
     uint32_t w[4];
@@ -150,13 +157,10 @@ template <int DT> __device__ __forceinline__ void kq_decode(const uint8_t *row, 
         kq_w4a16(p + (FIVE ? 48 : 16) + 32 * (v / 2) + 16 * lh, w);
         if constexpr (FIVE) kq_w4a16(p + 16 + 16 * lh, qh);
         const float d = kq_f16_lo(hd[0]), dmin = kq_f16_hi(hd[0]);
-        /* scales[i] by selects and shifts (a byte pointer into hd would put it in local memory) */
-        auto scb = [&](int i) { return (int)(((i < 4 ? hd[1] : i < 8 ? hd[2] : hd[3]) >> (8 * (i & 3))) & 0xFF); };
 #pragma unroll
         for (int g = 0; g < 2; g++) {
-            const int jj = j + g;
-            const int sc = jj < 4 ? scb(jj) & 63 : (scb(jj + 4) & 0xF) | (scb(jj - 4) >> 6) << 4;
-            const int m = jj < 4 ? scb(jj + 4) & 63 : (scb(jj + 4) >> 4) | (scb(jj) >> 6) << 4;
+            int sc, m;
+            kq_k4_scale_min(hd, j + g, sc, m);
             o.a[g] = d * (float)sc;
             o.b[g] = -dmin * (float)m;
             o.off[g] = 256 * (u / 8) + 32 * (j + g) + 16 * lh;
@@ -216,6 +220,34 @@ template <int DT> __device__ __forceinline__ void kq_decode(const uint8_t *row, 
             o.b[g] = 0.f;
             o.off[g] = 256 * (u / 8) + 128 * half + r;
         }
+    }
+}
+
+/* Q4_K / Q5_K: sub-block u of a row (32 consecutive values under one scale and min:
+ * sub-block u % 8 of super-block u / 8) as codes q[i] (bytes 0..31, values 4 i on) with
+ * w = a q - b. A lane that takes whole sub-blocks unpacks one scale pair where
+ * kq_decode's unit (half of each of two sub-blocks) unpacks two. */
+template <int DT> __device__ __forceinline__ void kq_sub32(const uint8_t *row, int u, uint32_t (&q)[8], float &a, float &b) {
+    constexpr bool FIVE = DT == AK_Q5_K;
+    const int j = u & 7;
+    const uint8_t *p = row + (size_t)(FIVE ? 176 : 144) * (u >> 3);
+    uint32_t hd[4], wa[4], wb[4], ha[4] = {0, 0, 0, 0}, hb[4] = {0, 0, 0, 0};
+    kq_w4a16(p, hd);
+    kq_w4a16(p + (FIVE ? 48 : 16) + 32 * (j >> 1), wa);
+    kq_w4a16(p + (FIVE ? 48 : 16) + 32 * (j >> 1) + 16, wb);
+    if constexpr (FIVE) {
+        kq_w4a16(p + 16, ha);
+        kq_w4a16(p + 32, hb);
+    }
+    int sc, m;
+    kq_k4_scale_min(hd, j, sc, m);
+    a = kq_f16_lo(hd[0]) * (float)sc;
+    b = kq_f16_hi(hd[0]) * (float)m;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const uint32_t w = i < 4 ? wa[i] : wb[i - 4];
+        q[i] = (w >> (4 * (j & 1))) & 0x0F0F0F0Fu;
+        if constexpr (FIVE) q[i] |= (((i < 4 ? ha[i] : hb[i - 4]) >> j) & 0x01010101u) << 4;
     }
 }
 

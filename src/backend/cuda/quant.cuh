@@ -21,14 +21,10 @@ __device__ __forceinline__ int ak_q3k_scale(const uint8_t *sc, int s) {
     return (lo | hi << 4) - 32;
 }
 
-__device__ __forceinline__ void ak_k4_scale_min(const uint8_t *q, int j, int *sc, int *m) {
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *sc = (q[j + 4] & 0xF) | (q[j - 4] >> 6) << 4;
-        *m = (q[j + 4] >> 4) | (q[j] >> 6) << 4;
-    }
+/* Q4_K / Q5_K: sub-block j's 6-bit scale and min, byte(i) giving scales[i] (see core/quants.c). */
+template <class B> __device__ __forceinline__ void ak_k4_scale_min(B byte, int j, int &sc, int &m) {
+    sc = j < 4 ? byte(j) & 63 : (byte(j + 4) & 0xF) | (byte(j - 4) >> 6) << 4;
+    m = j < 4 ? byte(j + 4) & 63 : (byte(j + 4) >> 4) | (byte(j) >> 6) << 4;
 }
 
 /* Code bits of an MLX block type (core/mlx.h); 0 for other types. */
@@ -144,7 +140,7 @@ __device__ __forceinline__ void ak_dq32(int dtype, const uint8_t *row, int nb32,
         const uint8_t *p = row + (five ? 176 : 144) * (size_t)(s / 8);
         int j = s % 8, sc, m;
         float d = ak_f16_at(p), dmin = ak_f16_at(p + 2);
-        ak_k4_scale_min(p + 4, j, &sc, &m);
+        ak_k4_scale_min([p](int i) { return (int)p[4 + i]; }, j, sc, m);
         float dl = __fmul_rn(d, (float)sc), ml = __fmul_rn(dmin, (float)m);
         const uint8_t *qs = p + (five ? 48 : 16) + 32 * (j / 2);
         for (int l = 0; l < 32; l++) {
