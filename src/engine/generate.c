@@ -291,17 +291,22 @@ static int ngram_draft(const int32_t *h, int n, int k, int32_t *d) {
     return 0;
 }
 
-/* The draft model's k ids after h[0..n) (its cache brought to h[0..n-1) first, reusing
- * what it holds), chosen as the target chooses: the same settings, the same keys. */
+/* The draft model's k ids after h[0..n) (reusing what its cache holds), chosen as the
+ * target chooses: the same settings, the same keys. Rows its cache lacks go in one
+ * prefill with h's last, whose choice is the first draft: after a fully accepted round
+ * that is two rows, where a prefill of one and a decode step of the last took two passes
+ * over the draft's weights. */
 static ak_status model_draft(ak_session *ds, const int32_t *h, int n, int k, int32_t *d, int *got, ak_err *err) {
     const int32_t *have = ak_session_tokens(ds);
     int common = 0, pos = ak_session_pos(ds);
     while (common < pos && common < n - 1 && have[common] == h[common]) common++;
     common = ak_session_keep(ds, common);
     ak_status st = ak_session_rewind(ds, common, err);
-    int32_t next;
-    if (!st && common < n - 1) st = ak_prefill(ds, h + common, n - 1 - common, &next, NULL, err);
-    if (!st) st = ak_chain_decode(ds, h[n - 1], k, NULL, 0, d, got, err);
+    if (st || common == n - 1) return st ? st : ak_chain_decode(ds, h[n - 1], k, NULL, 0, d, got, err);
+    if ((st = ak_prefill(ds, h + common, n - common, d, NULL, err))) return st;
+    int more = 0;
+    if (k > 1) st = ak_chain_decode(ds, d[0], k - 1, NULL, 0, d + 1, &more, err);
+    *got = 1 + more;
     return st;
 }
 
