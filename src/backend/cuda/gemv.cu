@@ -603,28 +603,35 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
     }
 }
 
-/* Q4_K / Q5_K: sub-block u (kq_sub32) of R rows times x, added to acc. The x codes' sum
- * is then the prologue's per-32 sum (no dp4a for it): 8B Q4_K_M tg128 1.06x against
- * kq_decode's units, the GEMV of a 302 MB matrix 70 -> 77 % of the bandwidth (H200). */
+/* Q4_K / Q5_K: sub-block u of x (int8 codes at xq, d and code sums per 32 at xd, xs)
+ * against a row's codes q of it (w = a q - b, kq_sub32): dx (a dot - b sx). The x codes'
+ * sum is the prologue's (no dp4a for it). */
+__device__ __forceinline__ float ks_term(const uint32_t (&q)[8], float a, float b, const int8_t *xq, const float *xd,
+                                         const int *xs, int u) {
+    const int4 x0 = *(const int4 *)(xq + 32 * u), x1 = *(const int4 *)(xq + 32 * u + 16);
+    const int xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+    int dot = 0, dot2 = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i += 2) {
+        dot = __dp4a((int)q[i], xv[i], dot);
+        dot2 = __dp4a((int)q[i + 1], xv[i + 1], dot2);
+    }
+    const float v = a * (float)(dot + dot2) - b * (float)xs[u];
+    return xd[u] * v;
+}
+
+/* Q4_K / Q5_K: sub-block u of R rows times x, added to acc: one scale pair a lane where
+ * kq_decode's units unpack two (8B Q4_K_M tg128 1.06x, the GEMV of a 302 MB matrix 70 ->
+ * 77 % of the bandwidth, H200). */
 template <int DT, int R>
 __device__ __forceinline__ void ks_sub32(const uint8_t *const (&rows)[R], int u, const int8_t *xq, const float *xd,
                                          const int *xs, float (&acc)[R]) {
-    const int4 x0 = *(const int4 *)(xq + 32 * u), x1 = *(const int4 *)(xq + 32 * u + 16);
-    const int xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
-    const float dx = xd[u], sx = (float)xs[u];
 #pragma unroll
     for (int h = 0; h < R; h++) {
         uint32_t q[8];
         float a, b;
         kq_sub32<DT>(rows[h], u, q, a, b);
-        int dot = 0, dot2 = 0;
-#pragma unroll
-        for (int i = 0; i < 8; i += 2) {
-            dot = __dp4a((int)q[i], xv[i], dot);
-            dot2 = __dp4a((int)q[i + 1], xv[i + 1], dot2);
-        }
-        const float v = a * (float)(dot + dot2) - b * sx;
-        acc[h] += dx * v;
+        acc[h] += ks_term(q, a, b, xq, xd, xs, u);
     }
 }
 
@@ -826,33 +833,48 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_km(ak_cuda_args a, se
         float acc[MM];
 #pragma unroll
         for (int m = 0; m < MM; m++) acc[m] = 0.f;
-        for (int u = lane; u < nb; u += 32) {
-            kq_unit w;
-            kq_decode<DT>(row, nb, u, w);
-#pragma unroll
-            for (int gi = 0; gi < 2; gi++)
+        if constexpr (DT == AK_Q4_K || DT == AK_Q5_K) {   /* whole sub-blocks, decoded once for every row */
+            for (int u = lane; u < nb; u += 32) {
+                uint32_t q[8];
+                float wa, wb;
+                kq_sub32<DT>(row, u, q, wa, wb);
 #pragma unroll
                 for (int m = 0; m < MM; m++) {
                     if (m >= M) break;
                     const int8_t *xq = (const int8_t *)(smem + (size_t)m * S);
-                    const int4 xv = *(const int4 *)(xq + w.off[gi]);
-                    const float dx = ((const float *)(xq + K))[w.off[gi] / 32];
-                    int dot = __dp4a(w.q[gi][0], xv.x, 0);
-                    dot = __dp4a(w.q[gi][1], xv.y, dot);
-                    dot = __dp4a(w.q[gi][2], xv.z, dot);
-                    dot = __dp4a(w.q[gi][3], xv.w, dot);
-                    float v;
-                    if constexpr (kq_has_b<DT>()) {
-                        int sx = __dp4a(xv.x, 0x01010101, 0);
-                        sx = __dp4a(xv.y, 0x01010101, sx);
-                        sx = __dp4a(xv.z, 0x01010101, sx);
-                        sx = __dp4a(xv.w, 0x01010101, sx);
-                        v = w.a[gi] * (float)(dot + kq_zero<DT>() * sx) + w.b[gi] * (float)sx;
-                    } else {
-                        v = w.a[gi] * (float)dot;
-                    }
-                    acc[m] += dx * v;
+                    const float *xd = (const float *)(xq + K);
+                    acc[m] += ks_term(q, wa, wb, xq, xd, (const int *)(xd + nb), u);
                 }
+            }
+        } else {
+            for (int u = lane; u < nb; u += 32) {
+                kq_unit w;
+                kq_decode<DT>(row, nb, u, w);
+#pragma unroll
+                for (int gi = 0; gi < 2; gi++)
+#pragma unroll
+                    for (int m = 0; m < MM; m++) {
+                        if (m >= M) break;
+                        const int8_t *xq = (const int8_t *)(smem + (size_t)m * S);
+                        const int4 xv = *(const int4 *)(xq + w.off[gi]);
+                        const float dx = ((const float *)(xq + K))[w.off[gi] / 32];
+                        int dot = __dp4a(w.q[gi][0], xv.x, 0);
+                        dot = __dp4a(w.q[gi][1], xv.y, dot);
+                        dot = __dp4a(w.q[gi][2], xv.z, dot);
+                        dot = __dp4a(w.q[gi][3], xv.w, dot);
+                        float v;
+                        if constexpr (kq_has_b<DT>()) {
+                            int sx = __dp4a(xv.x, 0x01010101, 0);
+                            sx = __dp4a(xv.y, 0x01010101, sx);
+                            sx = __dp4a(xv.z, 0x01010101, sx);
+                            sx = __dp4a(xv.w, 0x01010101, sx);
+                            v = w.a[gi] * (float)(dot + kq_zero<DT>() * sx) + w.b[gi] * (float)sx;
+                        } else {
+                            v = w.a[gi] * (float)dot;
+                        }
+                        acc[m] += dx * v;
+                    }
+            }
         }
         const float b = bias && col < p.N[0] ? bias[col] : 0.f;
 #pragma unroll
