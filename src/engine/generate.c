@@ -302,7 +302,8 @@ static ak_status model_draft(ak_session *ds, const int32_t *h, int n, int k, int
     while (common < pos && common < n - 1 && have[common] == h[common]) common++;
     common = ak_session_keep(ds, common);
     ak_status st = ak_session_rewind(ds, common, err);
-    if (st || common == n - 1) return st ? st : ak_chain_decode(ds, h[n - 1], k, NULL, 0, d, got, err);
+    if (st) return st;
+    if (common == n - 1) return ak_chain_decode(ds, h[n - 1], k, NULL, 0, d, got, err);
     if ((st = ak_prefill(ds, h + common, n - common, d, NULL, err))) return st;
     int more = 0;
     if (k > 1) st = ak_chain_decode(ds, d[0], k - 1, NULL, 0, d + 1, &more, err);
