@@ -721,6 +721,11 @@ __device__ __forceinline__ __half2 codes_h2(uint32_t w, float off) {
     return __hsub2(*(const __half2 *)&x, __float2half2_rn(off));
 }
 
+/* Two Q8_0 codes (the low 16 bits of w; xor 0x8080 puts q + 128 under the exponent) times
+ * the block's scale d, rounded to f16 once: kv_dequant's tiles and dtc_kfrag/dtc_vfrag's fragments */
+__device__ __forceinline__ __half2 q8_h2(uint32_t w, __half2 d) { return __hmul2(codes_h2(w ^ 0x8080u, 1152.f), d); }
+__device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *(const uint32_t *)&h; }
+
 /* A quantized tile's raw rows (shared or global memory; row cur_row, written after the
  * copies were issued, from the cache itself) to a swizzled f16 tile of nz rows, the
  * threads of `lanes` (from lane0) a block of 32 values each: the reference's d * q
@@ -743,7 +748,7 @@ __device__ __forceinline__ void kv_dequant(__half *dst, const uint8_t *raw, cons
         __align__(16) __half2 h[16];
         if (T == AK_Q8_0) {
 #pragma unroll
-            for (int i = 0; i < 16; i++) h[i] = __hmul2(codes_h2(q[i] ^ 0x8080u, 1152.f), d);   /* q + 128 under the exponent */
+            for (int i = 0; i < 16; i++) h[i] = q8_h2(q[i], d);
         } else {
 #pragma unroll
             for (int i = 0; i < 8; i++) {
@@ -1047,11 +1052,6 @@ template <int HD, int KT, int VT> struct dtc_cfg {
     static constexpr size_t SMEM = PIPE > SH ? PIPE : SH;
 };
 
-/* Two Q8_0 codes (the low 16 bits of w) times the block's scale d, as kv_dequant rounds them */
-__device__ __forceinline__ uint32_t q8_h2(uint32_t w, __half2 d) {
-    const __half2 h = __hmul2(codes_h2(w ^ 0x8080u, 1152.f), d);
-    return *(const uint32_t *)&h;
-}
 /* The B fragments ldsm_x4 gives for S = Q K^T (keys 8 n8 on, dims 32 k2 on: b[i] holds key
  * 8 n8 + g's dims 32 k2 + 8 i + 2 t4 and + 1), from a raw tile of Q8_0 rows: block k2's
  * scale and two codes a register. */
@@ -1061,7 +1061,7 @@ __device__ __forceinline__ void dtc_kfrag(uint32_t (&b)[4], const uint8_t *raw, 
     const __half2 d = __half2half2(*(const __half *)blk);
     const uint16_t *q = (const uint16_t *)(blk + 2 + 2 * (lane & 3));
 #pragma unroll
-    for (int i = 0; i < 4; i++) b[i] = q8_h2(q[4 * i], d);
+    for (int i = 0; i < 4; i++) b[i] = h2_bits(q8_h2(q[4 * i], d));
 }
 /* The B fragments ldsm_x4_t gives for O += P V (b[i]: keys 8 (i & 1) + 2 t4 and + 1 of dim
  * 16 u2 + 8 (i >> 1) + g), from a raw tile of Q8_0 rows: each lane converts its row's pair
@@ -1072,7 +1072,7 @@ __device__ __forceinline__ void dtc_vfrag(uint32_t (&b)[4], const uint8_t *raw, 
     for (int i = 0; i < 4; i++) {
         const int dd = 16 * u2 + 8 * (i >> 1) + 2 * (lane & 3);
         const uint8_t *blk = raw + (size_t)(8 * (i & 1) + (lane >> 2)) * ak_kv_row_bytes(AK_Q8_0, HD) + 34 * (dd >> 5);
-        const uint32_t h = q8_h2(*(const uint16_t *)(blk + 2 + (dd & 31)), __half2half2(*(const __half *)blk));
+        const uint32_t h = h2_bits(q8_h2(*(const uint16_t *)(blk + 2 + (dd & 31)), __half2half2(*(const __half *)blk)));
         asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(b[i]) : "r"(h));
     }
 }
