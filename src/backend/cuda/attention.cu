@@ -108,12 +108,12 @@ __device__ __forceinline__ void rope_table(const ak_cuda_args &a, const ak_p_att
 }
 
 /* The rope_kv folded into a one-row decode attention (fuse_decode), with k_rope_kv's
- * arithmetic: the block ropes (and head-normalises) its own query heads from the QKV row
- * into sq[0, G); the block whose keys end at this position (cur) also makes its KV
- * head's key and value (sq[G], sq[G + 1]) and writes them to the cache, where its key
- * loop reads them back. Blocks of other query-head passes do the same: they write the
- * same values. */
-template <int DPL, bool F16>
+ * arithmetic: the block ropes (and head-normalises, and over a quantized cache rotates:
+ * ak_kv_rot) its own query heads from the QKV row into sq[0, G); the block whose keys end
+ * at this position (cur) also makes its KV head's key and value (sq[G], sq[G + 1]) and
+ * writes them to the cache (types KT, VT), where its key loop reads them back. Blocks of
+ * other query-head passes do the same: they write the same values. */
+template <int DPL, int KT, int VT>
 __device__ void rope_fold(const ak_cuda_args &a, const ak_p_attn &p, int kvh, int q0, int G, bool cur, float (*sq)[32 * DPL],
                           const float (*cs)[16 * DPL]) {
     constexpr int HD = 32 * DPL;
@@ -149,10 +149,19 @@ __device__ void rope_fold(const ak_cuda_args &a, const ak_p_attn &p, int kvh, in
         }
         __syncthreads();
     }
+    const int RK = ak_kv_rot(KT, HD, 0), RV = ak_kv_rot(VT, HD, 1);   /* constants here */
+    if (RK) ak_wht_block(&sq[0][0], G + (cur ? 1 : 0), HD, HD, RK);   /* a rotated key cache: Q and K alike */
     if (!cur) return;
+    if constexpr (KT == AK_Q8_0 || KT == AK_Q4_0 || VT != KT) {
+        if (RV) ak_wht_block(&sq[G + 1][0], 1, HD, HD, RV);
+        const int w = threadIdx.x >> 5;   /* a warp a row */
+        if (w < 2) ak_kv_store(a.b[1 + w], w ? VT : KT, ak_kv_row(kvh, pos, p.cap, p.max_seq), sq[G + w], HD);
+        __syncthreads();
+        return;
+    }
     const size_t idx = ak_kv_row(kvh, pos, p.cap, p.max_seq) * HD;
     for (int k = threadIdx.x; k < HD; k += blockDim.x) {
-        if (F16) {
+        if (KT == AK_F16) {
             ((__half *)a.b[1])[idx + k] = __float2half_rn(sq[G][k]);
             ((__half *)a.b[2])[idx + k] = __float2half_rn(sq[G + 1][k]);
         } else {
@@ -371,8 +380,9 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
     tr_.start(a, st_);
     if (st_.stopped) return;
     const float *qv = (const float *)a.b[0] + (size_t)(p.n - 1) * p.ld_q + (size_t)(kvh * group + g0) * hd;
-    if (!QC && a.rope.head_dim) {   /* this position's key lies in the last split */
-        rope_fold<DPL, F16>(a, p, kvh, kvh * group + g0, G, s == S - 1, sq, rcs);
+    if (a.rope.head_dim) {   /* this position's key lies in the last split */
+        constexpr int KT = QC ? KQT : F16 ? AK_F16 : AK_F32, VT = QC ? VQT : KT;
+        rope_fold<DPL, KT, VT>(a, p, kvh, kvh * group + g0, G, s == S - 1, sq, rcs);
         qv = &sq[0][0];
     }
     ak_pdl_trigger();
@@ -477,7 +487,7 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
         for (int e = 0; e < DPL; e++) sh[w][g][2 + DPL * lane + e] = acc[g][e];
     }
     __syncthreads();
-    if (QC) ak_wht_block(&sh[0][0][2], W * MG, 32 * DPL + 2, 32 * DPL, ak_kv_rot(VQT, 32 * DPL, 1));   /* as k_attn_decode_tc */
+    if (QC) ak_wht_block(&sh[0][0][2], W * G, 32 * DPL + 2, 32 * DPL, ak_kv_rot(VQT, 32 * DPL, 1), G, MG * (32 * DPL + 2));   /* as k_attn_decode_tc */
     dec_finish<W, MG, 32 * DPL>(a, p, sh, fw, mw, &last, kvh * group + g0, G, s, S);
 }
 
@@ -1054,27 +1064,34 @@ template <int HD, int KT, int VT> struct dtc_cfg {
 
 /* The B fragments ldsm_x4 gives for S = Q K^T (keys 8 n8 on, dims 32 k2 on: b[i] holds key
  * 8 n8 + g's dims 32 k2 + 8 i + 2 t4 and + 1), from a raw tile of Q8_0 rows: block k2's
- * scale and two codes a register. */
+ * scale and two codes a register. kr: the lane's row g of the tile; every other offset
+ * is a constant. */
 template <int HD>
-__device__ __forceinline__ void dtc_kfrag(uint32_t (&b)[4], const uint8_t *raw, int n8, int k2, int lane) {
-    const uint8_t *blk = raw + (size_t)(8 * n8 + (lane >> 2)) * ak_kv_row_bytes(AK_Q8_0, HD) + 34 * k2;
+__device__ __forceinline__ void dtc_kfrag(uint32_t (&b)[4], const uint8_t *kr, int n8, int k2, int t4) {
+    const uint8_t *blk = kr + 8 * n8 * ak_kv_row_bytes(AK_Q8_0, HD) + 34 * k2;
     const __half2 d = __half2half2(*(const __half *)blk);
-    const uint16_t *q = (const uint16_t *)(blk + 2 + 2 * (lane & 3));
+    const uint16_t *q = (const uint16_t *)(blk + 2 + 2 * t4);
 #pragma unroll
     for (int i = 0; i < 4; i++) b[i] = h2_bits(q8_h2(q[4 * i], d));
 }
 /* The B fragments ldsm_x4_t gives for O += P V (b[i]: keys 8 (i & 1) + 2 t4 and + 1 of dim
  * 16 u2 + 8 (i >> 1) + g), from a raw tile of Q8_0 rows: each lane converts its row's pair
- * (key 8 (i & 1) + g, dims 2 t4 on) and movmatrix transposes the 8 x 8 block. */
+ * (key 8 (i & 1) + g, dims 2 t4 on; all in block u2 / 2, whose scales for the two rows
+ * are d[0], d[1]) and movmatrix transposes the 8 x 8 block. vr: the lane's row g. */
 template <int HD>
-__device__ __forceinline__ void dtc_vfrag(uint32_t (&b)[4], const uint8_t *raw, int u2, int lane) {
+__device__ __forceinline__ void dtc_vfrag(uint32_t (&b)[4], const uint8_t *vr, const __half2 (&d)[2], int u2, int t4) {
+    constexpr int RB = ak_kv_row_bytes(AK_Q8_0, HD);
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        const int dd = 16 * u2 + 8 * (i >> 1) + 2 * (lane & 3);
-        const uint8_t *blk = raw + (size_t)(8 * (i & 1) + (lane >> 2)) * ak_kv_row_bytes(AK_Q8_0, HD) + 34 * (dd >> 5);
-        const uint32_t h = h2_bits(q8_h2(*(const uint16_t *)(blk + 2 + (dd & 31)), __half2half2(*(const __half *)blk)));
+        const uint8_t *q = vr + 8 * (i & 1) * RB + 34 * (u2 >> 1) + 2 + 16 * (u2 & 1) + 8 * (i >> 1) + 2 * t4;
+        const uint32_t h = h2_bits(q8_h2(*(const uint16_t *)q, d[i & 1]));
         asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(b[i]) : "r"(h));
     }
+}
+/* dtc_vfrag's scales: block k of the lane's rows g and g + 8 */
+template <int HD> __device__ __forceinline__ void dtc_vscale(__half2 (&d)[2], const uint8_t *vr, int k) {
+#pragma unroll
+    for (int x = 0; x < 2; x++) d[x] = __half2half2(*(const __half *)(vr + 8 * x * ak_kv_row_bytes(AK_Q8_0, HD) + 34 * k));
 }
 
 template <int HD, int KT, int VT>
@@ -1133,8 +1150,8 @@ __global__ void __launch_bounds__(AK_DTC_WARPS * 32) k_attn_decode_tc(ak_cuda_ar
     tr_.start(a, st_);
     if (st_.stopped) return;
     const float *qv = (const float *)a.b[0] + (size_t)(p.n - 1) * p.ld_q + (size_t)(kvh * group + g0) * HD;
-    if (!KQ && !VQ && a.rope.head_dim) {   /* folded only over an F16 cache (rope_foldable) */
-        rope_fold<DPL, true>(a, p, kvh, kvh * group + g0, G, s == S - 1, sq, rcs);
+    if (a.rope.head_dim) {
+        rope_fold<DPL, KT, VT>(a, p, kvh, kvh * group + g0, G, s == S - 1, sq, rcs);
         qv = &sq[0][0];
     }
     ak_pdl_trigger();
@@ -1193,7 +1210,7 @@ __global__ void __launch_bounds__(AK_DTC_WARPS * 32) k_attn_decode_tc(ak_cuda_ar
 #pragma unroll
             for (int k2 = 0; k2 < HD / 32; k2++) {
                 uint32_t b[4];   /* keys 8 n8 on, dims 32 k2 on: b0, b1 of two k16 steps */
-                if constexpr (KR) dtc_kfrag<HD>(b, sd, n8, k2, lane);
+                if constexpr (KR) dtc_kfrag<HD>(b, sd + g * ak_kv_row_bytes(AK_Q8_0, HD), n8, k2, t4);
                 else ldsm_x4(b, kt + dtc_at<HD>(8 * n8 + (lane & 7), 4 * k2 + (lane >> 3)));
                 const uint32_t *q0 = qf[2 * k2], *q1 = qf[2 * k2 + 1];
                 mma16816(sa[n8], q0[0], q0[1], q0[2], q0[3], b[0], b[1]);
@@ -1233,10 +1250,15 @@ __global__ void __launch_bounds__(AK_DTC_WARPS * 32) k_attn_decode_tc(ak_cuda_ar
         uint32_t pf[4];
         split_h2(sc[0][0], sc[0][1], pf[0], pf[1]);
         split_h2(sc[1][0], sc[1][1], pf[2], pf[3]);
+        const uint8_t *vr = sd + C::KB + g * ak_kv_row_bytes(AK_Q8_0, HD);
+        __half2 vd[2];
 #pragma unroll
         for (int u2 = 0; u2 < HD / 16; u2++) {
             uint32_t b[4];   /* V transposed: keys 0-7 and 8-15 of dims 16 u2 on, then of 16 u2 + 8 on */
-            if constexpr (VR) dtc_vfrag<HD>(b, sd + C::KB, u2, lane);
+            if constexpr (VR) {
+                if (u2 % 2 == 0) dtc_vscale<HD>(vd, vr, u2 / 2);
+                dtc_vfrag<HD>(b, vr, vd, u2, t4);
+            }
             else ldsm_x4_t(b, vt + dtc_at<HD>(8 * ((lane >> 3) & 1) + (lane & 7), 2 * u2 + (lane >> 4)));
             mma16816(o[2 * u2], pf[0], pf[1], pf[2], pf[3], b[0], b[1]);
             mma16816(o[2 * u2 + 1], pf[0], pf[1], pf[2], pf[3], b[2], b[3]);
@@ -1256,7 +1278,7 @@ __global__ void __launch_bounds__(AK_DTC_WARPS * 32) k_attn_decode_tc(ak_cuda_ar
     __syncthreads();
     /* a rotated value cache: each warp's weighted V rotated back (the merges after are
      * linear in it) */
-    if (VQ) ak_wht_block(&sh[0][0][2], W * MG, HD + 2, HD, ak_kv_rot(VT, HD, 1));
+    if (VQ) ak_wht_block(&sh[0][0][2], W * G, HD + 2, HD, ak_kv_rot(VT, HD, 1), G, MG * (HD + 2));   /* the live heads' */
     dec_finish<W, MG, HD>(a, p, sh, fw, mw, &last, kvh * group + g0, G, s, S);
 }
 

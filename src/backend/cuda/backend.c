@@ -311,7 +311,7 @@ static bool rope_foldable(const cuda_table *t, const ak_table *tab, int i) {
     if (n->kernel != AK_K_ATTN_DECODE || r->n != 1 || at->n != 1 || n->a.b[0] != c->a.b[0] || at->ld_q != r->ld ||
         n->a.b[1] != c->a.b[4] || n->a.b[2] != c->a.b[5] || at->kt != r->kt || at->vt != r->vt || at->max_seq != r->max_seq ||
         at->cap != r->cap || at->head_dim != r->head_dim || at->n_heads != r->n_heads || at->n_kv_heads != r->n_kv_heads ||
-        r->n_rot % 2 || r->n_rot > r->head_dim || (r->kt != AK_F16 && r->kt != AK_F32) || r->vt != r->kt)
+        r->n_rot % 2 || r->n_rot > r->head_dim)
         return false;
     const void *row = c->a.b[0];
     for (int j = i + 2; j < t->n; j++) {

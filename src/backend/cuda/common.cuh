@@ -200,8 +200,10 @@ __host__ __device__ constexpr int ak_kv_row_bytes(int t, int hd) {
 /* The Walsh-Hadamard butterfly i of the stage of span h, in blocks of r values: it
  * replaces x[j], x[j + h] (j returned) by their sum and difference. */
 __device__ __forceinline__ int ak_wht_pair(int i, int r, int h) {
-    const int k = i % (r / 2);
-    return i / (r / 2) * r + k / h * 2 * h + k % h;
+    /* r and h are powers of two: masks, not divisions (a division by a value known only at
+     * run time is some twenty instructions, and k_rope_kv made about 60 pairs a lane) */
+    const int k = i & (r / 2 - 1);
+    return 2 * (i - k) + 2 * (k & -h) + (k & (h - 1));
 }
 
 /* The orthonormal Walsh-Hadamard transform of order r on every block of r of n values in
@@ -223,15 +225,20 @@ __device__ __forceinline__ void ak_wht_warp(float *x, int n, int r) {
     __syncwarp();
 }
 
-/* The same on nv vectors of n values at a stride of ld floats, a block's threads together
- * (every thread of the block calls it). */
-__device__ __forceinline__ void ak_wht_block(float *x, int nv, int ld, int n, int r) {
+/* The same on nv vectors of n values, a block's threads together (every thread of the
+ * block calls it): vector v at x + (v / per) ld2 + (v % per) ld, so per vectors at a
+ * stride of ld, and such runs at a stride of ld2 (with per = nv, one run). */
+__device__ __forceinline__ float *ak_wht_vec(float *x, int v, int ld, int per, int ld2) {
+    return x + (size_t)(v / per) * ld2 + (size_t)(v % per) * ld;
+}
+__device__ __forceinline__ void ak_wht_block(float *x, int nv, int ld, int n, int r, int per = 0, int ld2 = 0) {
     if (r <= 1) return;
+    if (per <= 0) per = nv;
     const int half = n / 2;
     for (int h = 1; h < r; h *= 2) {
         for (int t = threadIdx.x; t < nv * half; t += blockDim.x) {
             const int j = ak_wht_pair(t % half, r, h);
-            float *y = x + (size_t)(t / half) * ld;
+            float *y = ak_wht_vec(x, t / half, ld, per, ld2);
             const float u = y[j], v = y[j + h];
             y[j] = u + v;
             y[j + h] = u - v;
@@ -239,7 +246,7 @@ __device__ __forceinline__ void ak_wht_block(float *x, int nv, int ld, int n, in
         __syncthreads();
     }
     const float sc = 1.0f / sqrtf((float)r);
-    for (int t = threadIdx.x; t < nv * n; t += blockDim.x) x[(size_t)(t / n) * ld + t % n] *= sc;
+    for (int t = threadIdx.x; t < nv * n; t += blockDim.x) ak_wht_vec(x, t / n, ld, per, ld2)[t % n] *= sc;
     __syncthreads();
 }
 
