@@ -107,6 +107,38 @@ __device__ __forceinline__ void rope_table(const ak_cuda_args &a, const ak_p_att
     }
 }
 
+/* ak_wht_warp's transform of order r (0: none) on a row of 32 DPL values held DPL
+ * neighbours a lane: the same butterflies in the same order (spans under DPL within a
+ * lane, the others with the lane h / DPL away), so the same floats, without a barrier. */
+template <int DPL> __device__ __forceinline__ void wht_regs(float (&v)[DPL], int r) {
+    if (r <= 1) return;
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int h = 1; h < 32 * DPL; h *= 2) {
+        if (h >= r) break;
+        if (h < DPL) {
+#pragma unroll
+            for (int e = 0; e < DPL; e++)
+                if (!(e & h)) {
+                    const float u = v[e], w = v[e + h];
+                    v[e] = u + w;
+                    v[e + h] = u - w;
+                }
+        } else {
+            const int o = h / DPL;
+            const bool hi = lane & o;   /* this lane holds the pair's upper half */
+#pragma unroll
+            for (int e = 0; e < DPL; e++) {
+                const float q = __shfl_xor_sync(0xffffffffu, v[e], o);
+                v[e] = hi ? q - v[e] : v[e] + q;
+            }
+        }
+    }
+    const float sc = 1.0f / sqrtf((float)r);
+#pragma unroll
+    for (int e = 0; e < DPL; e++) v[e] *= sc;
+}
+
 /* The rope_kv folded into a one-row decode attention (fuse_decode), with k_rope_kv's
  * arithmetic: the block ropes (and head-normalises, and over a quantized cache rotates:
  * ak_kv_rot) its own query heads from the QKV row into sq[0, G); the block whose keys end
@@ -149,16 +181,24 @@ __device__ void rope_fold(const ak_cuda_args &a, const ak_p_attn &p, int kvh, in
         }
         __syncthreads();
     }
-    const int RK = ak_kv_rot(KT, HD, 0), RV = ak_kv_rot(VT, HD, 1);   /* constants here */
-    if (RK) ak_wht_block(&sq[0][0], G + (cur ? 1 : 0), HD, HD, RK);   /* a rotated key cache: Q and K alike */
-    if (!cur) return;
     if constexpr (KT == AK_Q8_0 || KT == AK_Q4_0 || VT != KT) {
-        if (RV) ak_wht_block(&sq[G + 1][0], 1, HD, HD, RV);
-        const int w = threadIdx.x >> 5;   /* a warp a row */
-        if (w < 2) ak_kv_store(a.b[1 + w], w ? VT : KT, ak_kv_row(kvh, pos, p.cap, p.max_seq), sq[G + w], HD);
+        /* a warp a row: queries and key rotated alike (a rotated key cache), the value by
+         * its own order, in registers (wht_regs); the key and value stored */
+        const int RK = ak_kv_rot(KT, HD, 0), RV = ak_kv_rot(VT, HD, 1);   /* constants here */
+        for (int h = threadIdx.x >> 5; h < nh; h += blockDim.x >> 5) {
+            float v[DPL];
+#pragma unroll
+            for (int e = 0; e < DPL; e++) v[e] = sq[h][DPL * lane + e];
+            wht_regs<DPL>(v, h <= G ? RK : RV);
+#pragma unroll
+            for (int e = 0; e < DPL; e++) sq[h][DPL * lane + e] = v[e];
+            __syncwarp();
+            if (h >= G) ak_kv_store(a.b[1 + h - G], h > G ? VT : KT, ak_kv_row(kvh, pos, p.cap, p.max_seq), sq[h], HD);
+        }
         __syncthreads();
         return;
     }
+    if (!cur) return;
     const size_t idx = ak_kv_row(kvh, pos, p.cap, p.max_seq) * HD;
     for (int k = threadIdx.x; k < HD; k += blockDim.x) {
         if (KT == AK_F16) {
