@@ -3,11 +3,12 @@
 # with CUDA from a source tarball (SRC, default .llama/src.tgz: the vendor/llama.cpp tree of
 # PyPI's llama-cpp-python sdist, trimmed to what the build needs, carried to the device in
 # an ignored folder), builds akunu, writes the synthetic models and prints both engines'
-# pp512 / tg128 and their ratios (akunu with an F16 KV cache, as llama.cpp's default),
+# pp512 / tg128 and their ratios (the same KV cache type in both: F16 by default),
 # and akunu's host time per chain-decoded token. Each model runs at the cache depths in
 # DEPTHS (default 0, 4096 and 16384: pp512 and tg128 after that many prompt tokens, -d in
-# both engines). A build that outlives the call resumes on the next one while the machine
-# is warm (the build folder is /root/llama-build).
+# both engines), with the KV cache type KV (default f16; q8_0 or q4_0: K and V alike,
+# akunu --kv, llama.cpp -ctk/-ctv with flash attention). A build that outlives the call
+# resumes on the next one while the machine is warm (the build folder is /root/llama-build).
 #   bench/gpu-compare.sh [MODEL ...]     (default: the 8B shape in Q4_0, Q8_0, Q4_K_M, Q6_K
 #                                         and F16, and Qwen3-0.6B in Q4_K_M)
 #   DEPTHS="0 4096" bench/gpu-compare.sh qwen3-0.6b-q4_0
@@ -19,6 +20,8 @@ src=${SRC:-.llama/src.tgz}
 lb=/root/llama-build
 models=("$@")
 depths=(${DEPTHS:-0 4096 16384})
+kv=${KV:-f16}
+lkv=(); [ "$kv" = f16 ] || lkv=(-ctk "$kv" -ctv "$kv" -fa 1)
 [ ${#models[@]} -gt 0 ] || models=(llama-3-8b-q4_0 llama-3-8b-q8_0 llama-3-8b-q4_k_m llama-3-8b-q6_k llama-3-8b-f16 qwen3-0.6b-q4_k_m)
 if ls .whl/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
@@ -38,15 +41,16 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90
 mkdir -p models
 python3 tools/make_bench_models.py models --only "${models[@]}" >/dev/null || exit 1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+echo "KV cache: $kv"
 printf "| model | test | akunu t/s | llama.cpp t/s | ratio |\n| --- | --- | ---: | ---: | ---: |\n"
 hosts=""
 for m in "${models[@]}"; do
     f=models/bench-$m.gguf
     for d in "${depths[@]}"; do
-        # --kv-f16: the same KV-cache type as llama.cpp's default
-        AKUNU_CUDA_STATS=1 build-gpu/akunu bench -m "$f" --backend cuda --kv-f16 -p 512 -n 128 -d "$d" -r 5 --json > "$OUT/akunu-$m-d$d.json" 2> "$OUT/akunu-$m-d$d.stats"
-        "$lb/b/bin/llama-bench" -m "$f" -ngl 99 -p 512 -n 128 -d "$d" -r 5 -o json > "$OUT/llama-$m-d$d.json" 2>/dev/null
-        python3 - "$m" "$OUT/akunu-$m-d$d.json" "$OUT/llama-$m-d$d.json" <<'PY'
+        # the same KV-cache type in both (f16: llama.cpp's default)
+        AKUNU_CUDA_STATS=1 build-gpu/akunu bench -m "$f" --backend cuda --kv "$kv" -p 512 -n 128 -d "$d" -r 5 --json > "$OUT/akunu-$m-$kv-d$d.json" 2> "$OUT/akunu-$m-$kv-d$d.stats"
+        "$lb/b/bin/llama-bench" -m "$f" -ngl 99 ${lkv[@]+"${lkv[@]}"} -p 512 -n 128 -d "$d" -r 5 -o json > "$OUT/llama-$m-$kv-d$d.json" 2>/dev/null
+        python3 - "$m" "$OUT/akunu-$m-$kv-d$d.json" "$OUT/llama-$m-$kv-d$d.json" <<'PY'
 import json, sys
 m, a, l = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
 def name(r):
@@ -59,6 +63,6 @@ for r in a:
     print(f"| {m} | {t} | {v:.1f} | {o:.1f} | {v / o:.2f} |" if o else f"| {m} | {t} | {v:.1f} | - | - |")
 PY
     done
-    hosts="$hosts $m: $(grep "128 step(s)" "$OUT/akunu-$m-d${depths[0]}.stats" | sed 's/.*host \([0-9.]*\) us.*/\1/' | sort -n | awk '{a[NR]=$1} END {print NR ? a[int((NR+1)/2)] : "?"}') us;"
+    hosts="$hosts $m: $(grep "128 step(s)" "$OUT/akunu-$m-$kv-d${depths[0]}.stats" | sed 's/.*host \([0-9.]*\) us.*/\1/' | sort -n | awk '{a[NR]=$1} END {print NR ? a[int((NR+1)/2)] : "?"}') us;"
 done
 echo "akunu host time per chain-decoded token (median of the tg128 runs):$hosts"
