@@ -708,8 +708,9 @@ __global__ void __launch_bounds__(AK_PF_THREADS) k_attn_prefill(ak_cuda_args a) 
  * as before; the others' partial softmaxes go to scratch and k_attn_pf_merge combines
  * them in split order. Only where a 512-row chunk's blocks do not fill the SMs'
  * AK_TC_BLOCKS slots (with two an SM, the 8B shape's 256 blocks lost 4 % with splits at
- * depth 4096; with three, splitting gains 1.08x there and 1.20x at 16384). Not for a quantized V
- * (its rows are rotated back per block) or an encoder's segments. */
+ * depth 4096; with three, splitting gains 1.08x there and 1.20x at 16384). Over a quantized
+ * V a row is rotated back where it is finished: by its split's block, or by the merge. Not
+ * for an encoder's segments. */
 #define AK_PF_SPLITS 16
 static __host__ __device__ int pf_split(const ak_p_attn &p) {
     int s = 1024;
@@ -718,7 +719,7 @@ static __host__ __device__ int pf_split(const ak_p_attn &p) {
 }
 extern int ak_cuda_n_sm;
 static int pf_nz(const ak_p_attn &p) {
-    const bool on = p.causal == 1 && p.vt == AK_F16 && p.n_heads * (512 / AK_TC_Q) <= AK_TC_BLOCKS * ak_cuda_n_sm;
+    const bool on = p.causal == 1 && p.n_heads * (512 / AK_TC_Q) <= AK_TC_BLOCKS * ak_cuda_n_sm;
     return on ? ak_cdiv(p.max_seq, pf_split(p)) : 1;
 }
 
@@ -991,20 +992,29 @@ __global__ void __launch_bounds__(128, AK_TC_BLOCKS) k_attn_prefill_tc(ak_cuda_a
     if (split) {
         /* per row: the whole result where its keys lie in this split alone, else this
          * split's (O, max, sum) to scratch (nothing where it has no keys here) */
+        float *os = reinterpret_cast<float *>(tsm);   /* VQ: whole rows, rotated back below */
+        __shared__ bool whole[AK_TC_Q];
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             const int row = r ? rb : ra, z0 = lo[r] / S, z1 = (hi[r] - 1) / S;
+            if (VQ && t == 0) whole[row] = row < nqr && z0 == z1 && z == z0;
             if (row >= nqr || z < z0 || z > z1) continue;
             if (z0 == z1) {
 #pragma unroll
                 for (int u = 0; u < HD / 8; u++)
-                    *(float2 *)(out + (size_t)(i0 + row) * ld + 8 * u) = make_float2(o[u][2 * r] * l[r], o[u][2 * r + 1] * l[r]);
+                    *(float2 *)((VQ ? os + row * HD + 2 * t : out + (size_t)(i0 + row) * ld) + 8 * u) = make_float2(o[u][2 * r] * l[r], o[u][2 * r + 1] * l[r]);
                 continue;
             }
             float *pt = (float *)a.scratch + (((size_t)z * p.n + i0 + row) * p.n_heads + h) * (HD + 2);
 #pragma unroll
             for (int u = 0; u < HD / 8; u++) *(float2 *)(pt + 8 * u + 2 * t) = make_float2(o[u][2 * r], o[u][2 * r + 1]);
             if (t == 0) *(float2 *)(pt + HD) = make_float2(m[r], ls[r]);
+        }
+        if constexpr (VQ) {
+            __syncthreads();
+            ak_wht_block(os, AK_TC_Q, HD, HD, ak_kv_rot(VT, HD, 1));   /* rows not whole here: unread */
+            for (int e = threadIdx.x; e < nqr * HD; e += blockDim.x)
+                if (whole[e / HD]) ((float *)a.b[3])[(size_t)(i0 + e / HD) * ld + (size_t)h * HD + e % HD] = os[e];
         }
         return;
     }
@@ -1029,8 +1039,9 @@ __global__ void __launch_bounds__(128, AK_TC_BLOCKS) k_attn_prefill_tc(ak_cuda_a
 }
 
 /* The rows of a split prefill whose keys span several splits: a warp per (row, head)
- * merges the splits' (O, max, sum) in split order. */
-template <int HD>
+ * merges the splits' (O, max, sum) in split order (and over a rotated value cache, V type
+ * VT, rotates the row back). */
+template <int HD, int VT>
 __global__ void __launch_bounds__(128) k_attn_pf_merge(ak_cuda_args a) {
     AK_KERNEL_ENTRY(ak_p_attn, p);
     const int wi = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31, i = wi / p.n_heads, h = wi % p.n_heads;
@@ -1054,8 +1065,19 @@ __global__ void __launch_bounds__(128) k_attn_pf_merge(ak_cuda_args a) {
     }
     float *out = (float *)a.b[3] + (size_t)i * p.n_heads * HD + (size_t)h * HD;
     const float il = L > 0.f ? 1.f / L : 0.f;
+    __shared__ float xr[4][HD];
+    float *x = xr[threadIdx.x >> 5];
+    const int vr = ak_kv_rot(VT, HD, 1);   /* a constant: 0 over an F16 cache */
 #pragma unroll
-    for (int d = 0; d < HD / 32; d++) out[lane + 32 * d] = o[d] * il;
+    for (int d = 0; d < HD / 32; d++) {
+        if (vr) x[lane + 32 * d] = o[d] * il;
+        else out[lane + 32 * d] = o[d] * il;
+    }
+    if (!vr) return;
+    __syncwarp();
+    ak_wht_warp(x, HD, vr);
+#pragma unroll
+    for (int d = 0; d < HD / 32; d++) out[lane + 32 * d] = x[lane + 32 * d];
 }
 
 /* Scratch of the split prefill: every split's (O, max, sum) for max_rows rows. */
@@ -1361,7 +1383,7 @@ struct pf_tc_k {
         cudaError_t e = ak_launch(k_attn_prefill_tc<HD, KT, VT>, dim3(p->n_heads, ak_cdiv(c->rows, AK_TC_Q), nz), dim3(128), tc_smem<HD>(),
                                   st, c->a);
         if (e != cudaSuccess || nz == 1) return e;
-        return ak_launch(k_attn_pf_merge<HD>, dim3(ak_cdiv(c->rows * p->n_heads, 4)), dim3(128), 0, st, c->a);
+        return ak_launch(k_attn_pf_merge<HD, VT>, dim3(ak_cdiv(c->rows * p->n_heads, 4)), dim3(128), 0, st, c->a);
     }
 };
 template <class F, int HD, int KT> static cudaError_t kv_pair_v(int vt, const ak_cuda_cmd *c, cudaStream_t st) {
