@@ -3,9 +3,11 @@
  *
  * Streaming path (Q4_0, Q8_0 in the repacked layout, one x row, K a multiple of 256):
  * k_gemv_q below. x is multiplied as int8 codes with dp4a, as on the CPU backend.
- * Int8 path in the file's layout (every other quant type, and Q4_0/Q8_0 rows whose K is
- * not a multiple of 256; one x row): k_gemv_k, a warp per row over the units of
- * kquant.cuh, the same x prologues and epilogues as the streaming kernel.
+ * Every other type in the file's layout (one x row): k_gemv_s, the same ring of stages
+ * filled by cp.async, decoded by kquant.cuh's row of the type (float x for F16/BF16/F32),
+ * with the same x prologues and epilogues; k_gemv_k, a warp per two rows loading into
+ * registers, where rows are not whole 16 bytes (and Q4_0/Q8_0 rows whose K is not a
+ * multiple of 256).
  * Generic path (every dtype, up to 8 x rows): a warp per output row, lanes over 32-value
  * sub-blocks dequantized as the reference does. */
 #include "backend/cuda/kquant.cuh"
@@ -623,107 +625,100 @@ __device__ __forceinline__ float ks_term(const uint32_t (&q)[8], float a, float 
 /* Q4_K / Q5_K: sub-block u of R rows times x, added to acc: one scale pair a lane where
  * kq_decode's units unpack two (8B Q4_K_M tg128 1.06x, the GEMV of a 302 MB matrix 70 ->
  * 77 % of the bandwidth, H200). */
-template <int DT, int R>
+template <int DT, int R, bool SH = false>
 __device__ __forceinline__ void ks_sub32(const uint8_t *const (&rows)[R], int u, const int8_t *xq, const float *xd,
                                          const int *xs, float (&acc)[R]) {
 #pragma unroll
     for (int h = 0; h < R; h++) {
         uint32_t q[8];
         float a, b;
-        kq_sub32<DT>(rows[h], u, q, a, b);
+        kq_sub32<DT, SH>(rows[h], u, q, a, b);
         acc[h] += ks_term(q, a, b, xq, xd, xs, u);
     }
 }
 
-/* R rows' dot products with x (one warp; every lane gets them): the int8 codes at xq
- * (d and code sums per 32 at xd, xs) for quant types, x as floats at xq for float ones.
- * The R rows' loads of a step go out together, which hides half the memory latency a row
- * alone waits. */
+/* 16 bytes of a float row (4 or 8 values) times x floats at x. */
+template <int DT> __device__ __forceinline__ float gf_dot(uint4 wv, const float4 *x) {
+    if constexpr (DT == AK_F32) {
+        const float4 x4 = x[0];
+        return __uint_as_float(wv.x) * x4.x + __uint_as_float(wv.y) * x4.y + __uint_as_float(wv.z) * x4.z +
+               __uint_as_float(wv.w) * x4.w;
+    } else {
+        const uint32_t ww[4] = {wv.x, wv.y, wv.z, wv.w};
+        float r = 0.f;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const float4 x4 = x[h];
+            float2 f0, f1;
+            if constexpr (DT == AK_F16) {
+                f0 = __half22float2(*(const __half2 *)&ww[2 * h]);
+                f1 = __half22float2(*(const __half2 *)&ww[2 * h + 1]);
+            } else {
+                f0 = __bfloat1622float2(*(const __nv_bfloat162 *)&ww[2 * h]);
+                f1 = __bfloat1622float2(*(const __nv_bfloat162 *)&ww[2 * h + 1]);
+            }
+            r += f0.x * x4.x + f0.y * x4.y + f1.x * x4.z + f1.y * x4.w;
+        }
+        return r;
+    }
+}
+
+/* The units w of R rows (the same values of each) times x (int8 codes at xq, d per 32 at
+ * xd), added to acc: four dp4a a group, the group's x code sum where w has an offset. */
 template <int DT, int R>
-__device__ __forceinline__ void gk_dots(const uint8_t *const (&rows)[R], int K, const int8_t *xq, const float *xd, const int *xs,
-                                        float (&out)[R]) {
+__device__ __forceinline__ void kq_dots(const kq_unit (&w)[R], const int8_t *xq, const float *xd, float (&acc)[R]) {
+#pragma unroll
+    for (int gi = 0; gi < 2; gi++) {
+        const int4 xv = *(const int4 *)(xq + w[0].off[gi]);
+        const float dx = xd[w[0].off[gi] / 32];
+        int sx = 0;
+        if constexpr (kq_has_b<DT>()) {
+            sx = __dp4a(xv.x, 0x01010101, 0);
+            sx = __dp4a(xv.y, 0x01010101, sx);
+            sx = __dp4a(xv.z, 0x01010101, sx);
+            sx = __dp4a(xv.w, 0x01010101, sx);
+        }
+#pragma unroll
+        for (int i = 0; i < R; i++) {
+            int dot = __dp4a(w[i].q[gi][0], xv.x, 0);
+            dot = __dp4a(w[i].q[gi][1], xv.y, dot);
+            dot = __dp4a(w[i].q[gi][2], xv.z, dot);
+            dot = __dp4a(w[i].q[gi][3], xv.w, dot);
+            float v = w[i].a[gi] * (float)(dot + kq_zero<DT>() * sx);
+            if constexpr (kq_has_b<DT>()) v += w[i].b[gi] * (float)sx;
+            acc[i] += dx * v;
+        }
+    }
+}
+
+/* R rows' dot products with x (one warp; every lane gets them): the int8 codes at xq, d
+ * per 32 at xd. The R rows' loads of a step go out together, which hides half the memory
+ * latency a row alone waits. */
+template <int DT, int R>
+__device__ __forceinline__ void gk_dots(const uint8_t *const (&rows)[R], int K, const int8_t *xq, const float *xd, float (&out)[R]) {
     const int lane = threadIdx.x & 31;
     float acc[R];
 #pragma unroll
     for (int i = 0; i < R; i++) acc[i] = 0.f;
-    if constexpr (DT == AK_F32 || DT == AK_F16 || DT == AK_BF16) {
-        constexpr int VPL = DT == AK_F32 ? 4 : 8;   /* values per 16-byte load */
-        const float *xf = (const float *)xq;
-#pragma unroll 4
-        for (int u = lane; u < K / VPL; u += 32) {
-            uint4 wv[R];
-#pragma unroll
-            for (int i = 0; i < R; i++) wv[i] = __ldg((const uint4 *)rows[i] + u);
-            const float4 *xv = (const float4 *)(xf + VPL * u);
-#pragma unroll
-            for (int i = 0; i < R; i++) {
-                if constexpr (DT == AK_F32) {
-                    const float4 x4 = xv[0];
-                    acc[i] += __uint_as_float(wv[i].x) * x4.x + __uint_as_float(wv[i].y) * x4.y +
-                              __uint_as_float(wv[i].z) * x4.z + __uint_as_float(wv[i].w) * x4.w;
-                } else {
-                    const uint32_t ww[4] = {wv[i].x, wv[i].y, wv[i].z, wv[i].w};
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        const float4 x4 = xv[h];
-                        float2 f0, f1;
-                        if constexpr (DT == AK_F16) {
-                            f0 = __half22float2(*(const __half2 *)&ww[2 * h]);
-                            f1 = __half22float2(*(const __half2 *)&ww[2 * h + 1]);
-                        } else {
-                            f0 = __bfloat1622float2(*(const __nv_bfloat162 *)&ww[2 * h]);
-                            f1 = __bfloat1622float2(*(const __nv_bfloat162 *)&ww[2 * h + 1]);
-                        }
-                        acc[i] += f0.x * x4.x + f0.y * x4.y + f1.x * x4.z + f1.y * x4.w;
-                    }
-                }
-            }
-        }
-    } else if constexpr (DT == AK_Q4_K || DT == AK_Q5_K) {
+    const int nb = K / 32;
 #pragma unroll 2
-        for (int u = lane; u < K / 32; u += 32) ks_sub32<DT, R>(rows, u, xq, xd, xs, acc);
-    } else {
-        const int nb = K / 32;
-#pragma unroll 2
-        for (int u = lane; u < nb; u += 32) {
-            kq_unit w[R];
+    for (int u = lane; u < nb; u += 32) {
+        kq_unit w[R];
 #pragma unroll
-            for (int i = 0; i < R; i++) kq_decode<DT>(rows[i], nb, u, w[i]);
-#pragma unroll
-            for (int gi = 0; gi < 2; gi++) {
-                /* the groups' x: the same offsets in every row */
-                const int4 xv = *(const int4 *)(xq + w[0].off[gi]);
-                const float dx = xd[w[0].off[gi] / 32];
-                int sx = 0;
-                if constexpr (kq_has_b<DT>()) {
-                    sx = __dp4a(xv.x, 0x01010101, 0);
-                    sx = __dp4a(xv.y, 0x01010101, sx);
-                    sx = __dp4a(xv.z, 0x01010101, sx);
-                    sx = __dp4a(xv.w, 0x01010101, sx);
-                }
-#pragma unroll
-                for (int i = 0; i < R; i++) {
-                    int dot = __dp4a(w[i].q[gi][0], xv.x, 0);
-                    dot = __dp4a(w[i].q[gi][1], xv.y, dot);
-                    dot = __dp4a(w[i].q[gi][2], xv.z, dot);
-                    dot = __dp4a(w[i].q[gi][3], xv.w, dot);
-                    float v = w[i].a[gi] * (float)(dot + kq_zero<DT>() * sx);
-                    if constexpr (kq_has_b<DT>()) v += w[i].b[gi] * (float)sx;
-                    acc[i] += dx * v;
-                }
-            }
-        }
+        for (int i = 0; i < R; i++) kq_decode<DT>(rows[i], nb, u, w[i]);
+        kq_dots<DT, R>(w, xq, xd, acc);
     }
 #pragma unroll
     for (int i = 0; i < R; i++) out[i] = ak_warp_sum(acc[i]);
 }
 
-/* Int8 GEMV over rows in the file's layout (one x row): x to int8 codes in shared memory
- * with the streaming kernel's prologues (gq_prep), then a warp per two rows at a time
- * (gated: a gate row and its up row, writing act(g) * u), lanes over the rows' units
+/* Int8 GEMV over rows in the file's layout (one x row) where k_gemv_s does not take them
+ * (rows that are not whole 16 bytes: Q6_K and Q3_K unless K is a multiple of 2048, the
+ * 32-value block types unless of 256; the repacked Q4_0/Q8_0): x to int8 codes in shared
+ * memory with the streaming kernel's prologues (gq_prep), then a warp per two rows at a
+ * time (gated: a gate row and its up row, writing act(g) * u), lanes over the rows' units
  * (kquant.cuh): four dp4a per group of 16, the group's sum of x codes where the weights
- * have an offset. Float weights (F32, F16, BF16): x as floats, lanes over 16-byte loads.
- * Before it waits for the previous kernel, each warp asks L2 for its first rows (weights
+ * have an offset. Before it waits for the previous kernel, each warp asks L2 for its first rows (weights
  * depend on nothing a kernel writes), so that the previous kernel's tail and this one's
  * x prologue overlap their first reads from memory. */
 template <int DT, int PRO>
@@ -773,9 +768,8 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_k(ak_cuda_args a, seg
     int *xs = (int *)(xd + nb);
     const float *x = (const float *)a.b[3] + (p.last_only ? (size_t)(p.n - 1) * p.ld_x : 0);
     const int ms = PRO == AK_CUDA_PRO_MERGE ? gq_merge_count(a, st_) : 0;
-    constexpr bool FLT = DT == AK_F32 || DT == AK_F16 || DT == AK_BF16;
-    if (4 * nb <= AK_GQ_THREADS) gq_prep<4, PRO, false, FLT>(a, x, K, nb, xq, xd, xs, ms);
-    else gq_prep<1, PRO, false, FLT>(a, x, K, nb, xq, xd, xs, ms);
+    if (4 * nb <= AK_GQ_THREADS) gq_prep<4, PRO, false>(a, x, K, nb, xq, xd, xs, ms);
+    else gq_prep<1, PRO, false>(a, x, K, nb, xq, xd, xs, ms);
     __syncthreads();
     tr_.mark();
     float *y = (float *)a.b[4];
@@ -789,20 +783,146 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_k(ak_cuda_args a, seg
         if (NP) {
             const uint8_t *rows[2] = {row_ptr(r), row_ptr(NP + r)};
             float v[2];
-            gk_dots<DT, 2>(rows, K, xq, xd, xs, v);
+            gk_dots<DT, 2>(rows, K, xq, xd, v);
             if (lane == 0) y[r] = gq_act_mul(a.act, v[0], v[1]);
         } else if (r + step < nwork) {
             const uint8_t *rows[2] = {row_ptr(c0 + r), row_ptr(c0 + r + step)};
             float v[2];
-            gk_dots<DT, 2>(rows, K, xq, xd, xs, v);
+            gk_dots<DT, 2>(rows, K, xq, xd, v);
             if (lane == 0) { put(c0 + r, v[0]); put(c0 + r + step, v[1]); }
         } else {
             const uint8_t *rows[1] = {row_ptr(c0 + r)};
             float v[1];
-            gk_dots<DT, 1>(rows, K, xq, xd, xs, v);
+            gk_dots<DT, 1>(rows, K, xq, xd, v);
             if (lane == 0) put(c0 + r, v[0]);
         }
     }
+}
+
+/* The streaming kernel over rows in the file's layout (every type k_gemv_k takes but the
+ * repacked Q4_0/Q8_0, where a row's bytes are a multiple of 16): k_gemv_k's prologues,
+ * decoders and epilogues, but each warp streams its rows through a ring of AK_GQ_STAGES
+ * stages of about 2 KB in shared memory filled by cp.async, as k_gemv_q does, so that
+ * about 128 KB per multiprocessor are in flight whatever registers the decode takes
+ * (k_gemv_k: a warp's loads go out only as its registers allow). A stage is NG granules of
+ * a row (a super-block, a 32-value block, or 16 bytes of floats); a lane takes the
+ * stage's units lane, lane + 32, ... A warp takes one row at a time (gated: the gate row,
+ * then its up row), rows r0, r0 + 16 blocks, ...; a row's last stage closes it. */
+template <int DT> struct gs_shape {
+    static constexpr bool FLT = DT == AK_F32 || DT == AK_F16 || DT == AK_BF16;
+    static constexpr bool ALL = FLT || DT == AK_Q4_K || DT == AK_Q5_K;   /* every row whole 16 bytes */
+    static constexpr int GV = FLT ? (DT == AK_F32 ? 4 : 8) : DT >= AK_Q2_K && DT <= AK_Q6_K ? 256 : 32;
+    static constexpr int GB = (int)ak_cuda_row_bytes(DT, GV);
+    static constexpr int UPG = FLT ? 1 : GV / 32;   /* a lane's units in a granule */
+    /* granules a stage: whole warps of units, a multiple of 16 bytes, at most 2304 bytes */
+    static constexpr int ng() {
+        int best = 0;
+        for (int n = 32 / UPG; n * GB <= 2304; n += 32 / UPG)
+            if (n * GB % 16 == 0) best = n;
+        return best;
+    }
+    static constexpr int NG = ng();
+    static constexpr int SLOT = NG * GB;
+};
+static __host__ __device__ size_t gs_x_bytes(int dt, int K) { return ak_cuda_is_float(dt) ? (size_t)K * 4 : gq_x_bytes(K); }
+
+template <int DT, int PRO>
+__global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_s(ak_cuda_args a, seg_range sr) {
+    using Sh = gs_shape<DT>;
+    static_assert(Sh::NG > 0, "a stage of whole warps' units in 16-byte multiples");
+    extern __shared__ __align__(16) uint8_t smem[];
+    ak_trace_t tr_;
+    const ak_stepv st_ = ak_step(a);
+    ak_p_mm p;
+    memcpy(&p, a.p, sizeof p);
+    const int K = p.K, nb = K / 32, lane = threadIdx.x & 31, wid = threadIdx.x >> 5, ng = K / Sh::GV;
+    const int c0 = seg_start(p, sr.g0), c1 = seg_start(p, sr.g1), NP = a.gated ? p.N[0] : 0;
+    const int nwork = NP ? NP : c1 - c0, step = gridDim.x * AK_GQ_WARPS, r0 = blockIdx.x * AK_GQ_WARPS + wid;
+    const size_t rb = (size_t)ng * Sh::GB;
+    /* the warp's t-th row (gated: gate rows even, up rows odd) and its stages */
+    auto col_of = [&](int t) { return NP ? (t & 1) * NP + r0 + (t >> 1) * step : c0 + r0 + t * step; };
+    const int nrow = r0 < nwork ? (NP ? 2 : 1) * ((nwork - r0 + step - 1) / step) : 0;
+    const int per_row = (ng + Sh::NG - 1) / Sh::NG, pieces = nrow * per_row;
+    uint8_t *ring = smem + gs_x_bytes(DT, K) + (size_t)wid * AK_GQ_STAGES * Sh::SLOT;
+    int ft = 0, fg = 0, fi = 0;   /* issue cursor: row, granule, stage */
+    auto issue = [&](int slot) {
+        if (fi < pieces) {
+            const int col = col_of(ft), g = seg_of(p, col), bytes = min(Sh::NG, ng - fg) * Sh::GB;
+            const uint8_t *src = seg_w(a, g) + (size_t)(col - seg_start(p, g)) * rb + (size_t)fg * Sh::GB;
+            uint8_t *dst = ring + slot * Sh::SLOT;
+            for (int o = 16 * lane; o < bytes; o += 32 * 16) ak_cp_async_cg16(dst + o, src + o);
+            fg += Sh::NG;
+            if (fg >= ng) { fg = 0; ft++; }
+            fi++;
+        }
+        ak_cp_async_commit();
+    };
+    /* stages requested before the wait as in k_gemv_q (weights depend on nothing a kernel writes) */
+    constexpr int P = PRO == AK_CUDA_PRO_MERGE ? 1 : PRO == AK_CUDA_PRO_NONE ? 2 : AK_GQ_STAGES - 1;
+#pragma unroll
+    for (int s = 0; s < P; s++) issue(s);
+    ak_pdl_wait();
+    ak_pdl_trigger();
+    tr_.start(a, st_);
+    if (st_.stopped) return;
+    p = ak_params<ak_p_mm>(a, st_);
+    int8_t *xq = (int8_t *)smem;
+    float *xd = (float *)(smem + K);
+    int *xs = (int *)(xd + nb);
+    const float *x = (const float *)a.b[3] + (p.last_only ? (size_t)(p.n - 1) * p.ld_x : 0);
+    const int ms = PRO == AK_CUDA_PRO_MERGE ? gq_merge_count(a, st_) : 0;
+    if (4 * nb <= AK_GQ_THREADS) gq_prep<4, PRO, false, Sh::FLT>(a, x, K, nb, xq, xd, xs, ms);
+    else gq_prep<1, PRO, false, Sh::FLT>(a, x, K, nb, xq, xd, xs, ms);
+    for (int s = P; s < AK_GQ_STAGES - 1; s++) issue(s);
+    __syncthreads();
+    tr_.mark();
+    float *y = (float *)a.b[4];
+    const float *bias = p.has_bias ? (const float *)a.b[5] : NULL;
+    float acc = 0.f, gk = 0.f;
+    int ct = 0, cg = 0;   /* the row and granule being multiplied */
+    for (int i = 0, slot = 0; i < pieces; i++, slot = slot + 1 == AK_GQ_STAGES ? 0 : slot + 1) {
+        issue(slot == 0 ? AK_GQ_STAGES - 1 : slot - 1);   /* the slot multiplied last round */
+        ak_cp_async_wait<AK_GQ_STAGES - 1>();
+        __syncwarp();
+        const uint8_t *src = ring + slot * Sh::SLOT;
+        const int n = min(Sh::NG, ng - cg), v0 = cg * Sh::GV;
+        float pa[1] = {0.f};
+        if constexpr (Sh::FLT) {
+            const float *xf = (const float *)xq + v0;
+#pragma unroll 4
+            for (int u = lane; u < n; u += 32) pa[0] += gf_dot<DT>(*(const uint4 *)(src + 16 * u), (const float4 *)(xf + Sh::GV * u));
+        } else if constexpr (DT == AK_Q4_K || DT == AK_Q5_K) {
+            const uint8_t *rows[1] = {src};
+#pragma unroll 2
+            for (int u = lane; u < Sh::UPG * n; u += 32) ks_sub32<DT, 1, true>(rows, u, xq + v0, xd + v0 / 32, xs + v0 / 32, pa);
+        } else {
+#pragma unroll 2
+            for (int u = lane; u < Sh::UPG * n; u += 32) {
+                kq_unit w[1];
+                kq_decode<DT, true>(src, 0, u, w[0]);
+                kq_dots<DT, 1>(w, xq + v0, xd + v0 / 32, pa);
+            }
+        }
+        acc += pa[0];
+        __syncwarp();
+        cg += Sh::NG;
+        if (cg >= ng) {   /* the row's last stage */
+            const float v = ak_warp_sum(acc);
+            const int col = col_of(ct);
+            acc = 0.f;
+            cg = 0;
+            if (lane == 0) {
+                if (NP && !(ct & 1)) gk = v;
+                else if (NP) y[col - NP] = gq_act_mul(a.act, gk, v);
+                else {
+                    const float vb = bias && col < p.N[0] ? v + bias[col] : v;
+                    y[col] = a.acc ? y[col] + vb : vb;
+                }
+            }
+            ct++;
+        }
+    }
+    ak_cp_async_wait<0>();
 }
 
 /* Several x rows (2..AK_CUDA_GEMV_BATCH: a speculative check)
@@ -945,8 +1065,8 @@ template <int DT> static bool gq_fits(int K, int total, bool pair) {
     return c.S <= AK_GQ_WARPS && gq_smem<DT>(K, c.tmax) <= AK_GQ_SMEM_MAX;
 }
 
-/* The longest float row k_gemv_k takes: x as floats in shared memory, 64 KB (Llama-3-8B's
- * down projection: 14336). */
+/* The longest float row k_gemv_s takes: x as floats in shared memory, 64 KB beside the
+ * ring (Llama-3-8B's down projection: 14336). */
 #define AK_GK_MAX_KF 16384
 
 /* Whether segments [g0, g1) of a one-row product share a dtype and a kernel that takes
@@ -1030,8 +1150,13 @@ static cudaError_t launch_k(const ak_cuda_args &a, int total, seg_range sr, int 
     const int work = a.gated ? total / 2 : total;
     int blocks = ak_cdiv(work, AK_GQ_WARPS);
     if (blocks > ak_cuda_n_sm) blocks = ak_cuda_n_sm;
-    const size_t sm = DT == AK_F32 || DT == AK_F16 || DT == AK_BF16 ? (size_t)K * 4 : gq_x_bytes(K);
-    return ak_launch(k_gemv_k<DT, PRO>, dim3(blocks), dim3(AK_GQ_THREADS), sm, st, a, sr);
+    const size_t sm = gs_x_bytes(DT, K);
+    if constexpr (DT != AK_Q4_0 && DT != AK_Q8_0)
+        if (ak_cuda_row_bytes(DT, K) % 16 == 0)
+            return ak_launch(k_gemv_s<DT, PRO>, dim3(blocks), dim3(AK_GQ_THREADS),
+                             sm + (size_t)AK_GQ_WARPS * AK_GQ_STAGES * gs_shape<DT>::SLOT, st, a, sr);
+    if constexpr (gs_shape<DT>::ALL) return cudaErrorInvalidValue;   /* unreachable: their rows are whole 16 bytes */
+    else return ak_launch(k_gemv_k<DT, PRO>, dim3(blocks), dim3(AK_GQ_THREADS), sm, st, a, sr);
 }
 template <int PRO>
 static cudaError_t launch_k(const ak_cuda_args &a, int dt, int total, seg_range sr, int K, cudaStream_t st) {
@@ -1157,13 +1282,11 @@ template <int DT, int JC> static cudaError_t gq_init() {
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NORM, JC, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
     return e;
 }
-template <int DT> static cudaError_t gk_init() {
-    cudaError_t e = cudaSuccess;
-    const int sm = AK_GK_MAX_KF * 4;
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_k<DT, AK_CUDA_PRO_NONE>, cudaFuncAttributeMaxDynamicSharedMemorySize, sm);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_k<DT, AK_CUDA_PRO_NORM>, cudaFuncAttributeMaxDynamicSharedMemorySize, sm);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_k<DT, AK_CUDA_PRO_ACT>, cudaFuncAttributeMaxDynamicSharedMemorySize, sm);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_k<DT, AK_CUDA_PRO_MERGE>, cudaFuncAttributeMaxDynamicSharedMemorySize, sm);
+template <int DT> static cudaError_t gs_init() {
+    cudaError_t e = cudaFuncSetAttribute(k_gemv_s<DT, AK_CUDA_PRO_NONE>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_s<DT, AK_CUDA_PRO_NORM>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_s<DT, AK_CUDA_PRO_ACT>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_s<DT, AK_CUDA_PRO_MERGE>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
     return e;
 }
 template <int DT> static cudaError_t km_init() {
@@ -1185,9 +1308,22 @@ extern "C" int ak_cuda_init_gemv(void) {
     if (e == cudaSuccess) e = km_init<AK_MLX_Q4>();
     if (e == cudaSuccess) e = km_init<AK_MLX_Q6>();
     if (e == cudaSuccess) e = km_init<AK_MLX_Q8>();
-    if (e == cudaSuccess) e = gk_init<AK_F32>();
-    if (e == cudaSuccess) e = gk_init<AK_F16>();
-    if (e == cudaSuccess) e = gk_init<AK_BF16>();
+    if (e == cudaSuccess) e = gs_init<AK_Q4_1>();
+    if (e == cudaSuccess) e = gs_init<AK_Q5_0>();
+    if (e == cudaSuccess) e = gs_init<AK_Q5_1>();
+    if (e == cudaSuccess) e = gs_init<AK_Q2_K>();
+    if (e == cudaSuccess) e = gs_init<AK_Q3_K>();
+    if (e == cudaSuccess) e = gs_init<AK_Q4_K>();
+    if (e == cudaSuccess) e = gs_init<AK_Q5_K>();
+    if (e == cudaSuccess) e = gs_init<AK_Q6_K>();
+    if (e == cudaSuccess) e = gs_init<AK_MLX_Q2>();
+    if (e == cudaSuccess) e = gs_init<AK_MLX_Q3>();
+    if (e == cudaSuccess) e = gs_init<AK_MLX_Q4>();
+    if (e == cudaSuccess) e = gs_init<AK_MLX_Q6>();
+    if (e == cudaSuccess) e = gs_init<AK_MLX_Q8>();
+    if (e == cudaSuccess) e = gs_init<AK_F32>();
+    if (e == cudaSuccess) e = gs_init<AK_F16>();
+    if (e == cudaSuccess) e = gs_init<AK_BF16>();
     if (e == cudaSuccess) e = gq_init<AK_Q8_0, 1>();
     if (e == cudaSuccess) e = gq_init<AK_Q8_0, 2>();
     if (e == cudaSuccess) e = gq_init<AK_Q4_0, 1>();

@@ -1,4 +1,4 @@
-/* The block formats of the int8 GEMV for the file's layout (k_gemv_k in gemv.cu), one
+/* The block formats of the int8 GEMVs in the file's layout (k_gemv_s, k_gemv_k), one
  * row per type: unit u of a row (32 values) as two groups of 16 weights w = a q + b,
  * the codes q packed four to a word (signed bytes), a and b per group and where the
  * group's values lie in the row, as the CPU backend's unpackers (backend/cpu/quant_act.c)
@@ -20,24 +20,32 @@ struct kq_unit {
     int off[2];     /* first value of each group in the row */
 };
 
-/* Little-endian 32-bit words at 2-, 4- and 16-byte alignment, through the read-only path. */
-__device__ __forceinline__ uint32_t kq_u32a2(const uint8_t *p) {
+/* Loads through the read-only path, or (SH) from shared memory: the streaming kernel's
+ * ring (k_gemv_s in gemv.cu) decodes the same blocks from there. */
+template <bool SH, class T> __device__ __forceinline__ T kq_ld(const T *p) {
+    if constexpr (SH) return *p;
+    else return __ldg(p);
+}
+/* Little-endian 32-bit words at 2-, 4- and 16-byte alignment. */
+template <bool SH> __device__ __forceinline__ uint32_t kq_u32a2(const uint8_t *p) {
     const unsigned short *s = (const unsigned short *)p;
-    return (uint32_t)__ldg(s) | (uint32_t)__ldg(s + 1) << 16;
+    return (uint32_t)kq_ld<SH>(s) | (uint32_t)kq_ld<SH>(s + 1) << 16;
 }
-__device__ __forceinline__ void kq_w4a2(const uint8_t *p, uint32_t (&w)[4]) {
+template <bool SH> __device__ __forceinline__ void kq_w4a2(const uint8_t *p, uint32_t (&w)[4]) {
 #pragma unroll
-    for (int i = 0; i < 4; i++) w[i] = kq_u32a2(p + 4 * i);
+    for (int i = 0; i < 4; i++) w[i] = kq_u32a2<SH>(p + 4 * i);
 }
-__device__ __forceinline__ void kq_w4a4(const uint8_t *p, uint32_t (&w)[4]) {
+template <bool SH> __device__ __forceinline__ void kq_w4a4(const uint8_t *p, uint32_t (&w)[4]) {
 #pragma unroll
-    for (int i = 0; i < 4; i++) w[i] = __ldg((const unsigned int *)p + i);
+    for (int i = 0; i < 4; i++) w[i] = kq_ld<SH>((const unsigned int *)p + i);
 }
-__device__ __forceinline__ void kq_w4a16(const uint8_t *p, uint32_t (&w)[4]) {
-    uint4 v = __ldg((const uint4 *)p);
+template <bool SH> __device__ __forceinline__ void kq_w4a16(const uint8_t *p, uint32_t (&w)[4]) {
+    uint4 v = kq_ld<SH>((const uint4 *)p);
     w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
 }
-__device__ __forceinline__ float kq_f16(const uint8_t *p) { return __half2float(__ushort_as_half(__ldg((const unsigned short *)p))); }
+template <bool SH> __device__ __forceinline__ float kq_f16(const uint8_t *p) {
+    return __half2float(__ushort_as_half(kq_ld<SH>((const unsigned short *)p)));
+}
 __device__ __forceinline__ float kq_f16_lo(uint32_t w) { return __half2float(__ushort_as_half((unsigned short)(w & 0xFFFF))); }
 __device__ __forceinline__ float kq_f16_hi(uint32_t w) { return __half2float(__ushort_as_half((unsigned short)(w >> 16))); }
 
@@ -53,18 +61,19 @@ __device__ __forceinline__ void kq_k4_scale_min(const uint32_t (&hd)[4], int j, 
     ak_k4_scale_min([&](int i) { return (int)(((i < 4 ? hd[1] : i < 8 ? hd[2] : hd[3]) >> (8 * (i & 3))) & 0xFF); }, j, sc, m);
 }
 
-/* Unit u of row `row` (K values; the repacked Q4_0/Q8_0 need nb = K / 32). */
-template <int DT> __device__ __forceinline__ void kq_decode(const uint8_t *row, int nb, int u, kq_unit &o) {
+/* Unit u of row `row` (K values; the repacked Q4_0/Q8_0 need nb = K / 32); SH: the row
+ * is in shared memory. */
+template <int DT, bool SH = false> __device__ __forceinline__ void kq_decode(const uint8_t *row, int nb, int u, kq_unit &o) {
     uint32_t w[4];
     if constexpr (DT == AK_Q4_0 || DT == AK_Q8_0) {   /* repacked: 2-byte alignment */
         constexpr int QB = DT == AK_Q4_0 ? 16 : 32;
-        const float d = kq_f16(row + (size_t)nb * QB + 2 * u);
+        const float d = kq_f16<SH>(row + (size_t)nb * QB + 2 * u);
         o.a[0] = o.a[1] = d;
         o.b[0] = o.b[1] = 0.f;
         o.off[0] = 32 * u;
         o.off[1] = 32 * u + 16;
         if constexpr (DT == AK_Q4_0) {
-            kq_w4a2(row + 16 * (size_t)u, w);
+            kq_w4a2<SH>(row + 16 * (size_t)u, w);
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 o.q[0][i] = (int)__vsub4(w[i] & 0x0F0F0F0Fu, 0x08080808u);
@@ -72,8 +81,8 @@ template <int DT> __device__ __forceinline__ void kq_decode(const uint8_t *row, 
             }
         } else {
             uint32_t w2[4];
-            kq_w4a2(row + 32 * (size_t)u, w);
-            kq_w4a2(row + 32 * (size_t)u + 16, w2);
+            kq_w4a2<SH>(row + 32 * (size_t)u, w);
+            kq_w4a2<SH>(row + 32 * (size_t)u + 16, w2);
 #pragma unroll
             for (int i = 0; i < 4; i++) { o.q[0][i] = (int)w[i]; o.q[1][i] = (int)w2[i]; }
         }
@@ -84,15 +93,15 @@ template <int DT> __device__ __forceinline__ void kq_decode(const uint8_t *row, 
         float d, m = 0.f;
         uint32_t qh = 0;
         if constexpr (DT == AK_Q5_0) {
-            d = kq_f16(p);
-            qh = kq_u32a2(p + 2);
-            kq_w4a2(p + 6, w);
+            d = kq_f16<SH>(p);
+            qh = kq_u32a2<SH>(p + 2);
+            kq_w4a2<SH>(p + 6, w);
         } else {
-            const uint32_t dm = __ldg((const unsigned int *)p);
+            const uint32_t dm = kq_ld<SH>((const unsigned int *)p);
             d = kq_f16_lo(dm);
             m = kq_f16_hi(dm);
-            if constexpr (DT == AK_Q5_1) qh = __ldg((const unsigned int *)p + 1);
-            kq_w4a4(p + (DT == AK_Q5_1 ? 8 : 4), w);
+            if constexpr (DT == AK_Q5_1) qh = kq_ld<SH>((const unsigned int *)p + 1);
+            kq_w4a4<SH>(p + (DT == AK_Q5_1 ? 8 : 4), w);
         }
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -120,13 +129,13 @@ template <int DT> __device__ __forceinline__ void kq_decode(const uint8_t *row, 
         const int v = u % 8, half = v / 4, s0 = 2 * ((v % 4) / 2), lh = v % 2;
         uint32_t hm[4];
         if constexpr (DT == AK_Q2_K) {
-            kq_w4a4(p + 16 + 32 * half + 16 * lh, w);
+            kq_w4a4<SH>(p + 16 + 32 * half + 16 * lh, w);
         } else {
-            kq_w4a2(p + 32 + 32 * half + 16 * lh, w);
-            kq_w4a2(p + 16 * lh, hm);
+            kq_w4a2<SH>(p + 32 + 32 * half + 16 * lh, w);
+            kq_w4a2<SH>(p + 16 * lh, hm);
         }
-        const float d = kq_f16(p + (DT == AK_Q2_K ? 80 : 108));
-        const float dmin = DT == AK_Q2_K ? kq_f16(p + 82) : 0.f;
+        const float d = kq_f16<SH>(p + (DT == AK_Q2_K ? 80 : 108));
+        const float dmin = DT == AK_Q2_K ? kq_f16<SH>(p + 82) : 0.f;
 #pragma unroll
         for (int g = 0; g < 2; g++) {
             const int s = s0 + g, sc = 8 * half + 2 * s + lh;   /* the group's scale */
@@ -137,7 +146,7 @@ template <int DT> __device__ __forceinline__ void kq_decode(const uint8_t *row, 
                 o.q[g][i] = (int)q;
             }
             if constexpr (DT == AK_Q2_K) {
-                const int b = __ldg(p + sc);
+                const int b = kq_ld<SH>(p + sc);
                 o.a[g] = d * (float)(b & 0xF);
                 o.b[g] = -dmin * (float)(b >> 4);
             } else {
@@ -153,9 +162,9 @@ template <int DT> __device__ __forceinline__ void kq_decode(const uint8_t *row, 
         const uint8_t *p = row + (size_t)(FIVE ? 176 : 144) * (u / 8);
         const int v = u % 8, j = 2 * (v / 2), lh = v % 2;
         uint32_t hd[4], qh[4];
-        kq_w4a16(p, hd);   /* d, dmin, scales[12] */
-        kq_w4a16(p + (FIVE ? 48 : 16) + 32 * (v / 2) + 16 * lh, w);
-        if constexpr (FIVE) kq_w4a16(p + 16 + 16 * lh, qh);
+        kq_w4a16<SH>(p, hd);   /* d, dmin, scales[12] */
+        kq_w4a16<SH>(p + (FIVE ? 48 : 16) + 32 * (v / 2) + 16 * lh, w);
+        if constexpr (FIVE) kq_w4a16<SH>(p + 16 + 16 * lh, qh);
         const float d = kq_f16_lo(hd[0]), dmin = kq_f16_hi(hd[0]);
 #pragma unroll
         for (int g = 0; g < 2; g++) {
@@ -176,10 +185,10 @@ template <int DT> __device__ __forceinline__ void kq_decode(const uint8_t *row, 
          * LSB-first stream; 8-bit codes stored less kq_zero (128) to fit a signed byte */
         constexpr int B = ak_cuda_mlx_bits(DT);
         const uint8_t *p = row + (size_t)(4 + 4 * B) * u;
-        const uint32_t sb = __ldg((const unsigned int *)p);
+        const uint32_t sb = kq_ld<SH>((const unsigned int *)p);
         uint32_t c[B];
 #pragma unroll
-        for (int i = 0; i < B; i++) c[i] = __ldg((const unsigned int *)p + 1 + i);
+        for (int i = 0; i < B; i++) c[i] = kq_ld<SH>((const unsigned int *)p + 1 + i);
 #pragma unroll
         for (int g = 0; g < 2; g++) {
 #pragma unroll
@@ -204,9 +213,9 @@ template <int DT> __device__ __forceinline__ void kq_decode(const uint8_t *row, 
         const uint8_t *p = row + (size_t)210 * (u / 8);
         const int v = u % 8, half = v / 4, k0 = 16 * (v % 4);
         uint32_t qh[4];
-        kq_w4a2(p + 64 * half + k0, w);
-        kq_w4a2(p + 128 + 32 * half + k0 % 32, qh);
-        const float d = kq_f16(p + 208);
+        kq_w4a2<SH>(p + 64 * half + k0, w);
+        kq_w4a2<SH>(p + 128 + 32 * half + k0 % 32, qh);
+        const float d = kq_f16<SH>(p + 208);
 #pragma unroll
         for (int g = 0; g < 2; g++) {
             const int r = 64 * g + k0;   /* within the half */
@@ -216,7 +225,7 @@ template <int DT> __device__ __forceinline__ void kq_decode(const uint8_t *row, 
                 q |= ((qh[i] >> (2 * (r / 32))) & 0x03030303u) << 4;
                 o.q[g][i] = (int)__vsub4(q, 0x20202020u);
             }
-            o.a[g] = d * (float)(int8_t)__ldg(p + 192 + (128 * half + r) / 16);
+            o.a[g] = d * (float)(int8_t)kq_ld<SH>(p + 192 + (128 * half + r) / 16);
             o.b[g] = 0.f;
             o.off[g] = 256 * (u / 8) + 128 * half + r;
         }
@@ -227,17 +236,17 @@ template <int DT> __device__ __forceinline__ void kq_decode(const uint8_t *row, 
  * sub-block u % 8 of super-block u / 8) as codes q[i] (bytes 0..31, values 4 i on) with
  * w = a q - b. A lane that takes whole sub-blocks unpacks one scale pair where
  * kq_decode's unit (half of each of two sub-blocks) unpacks two. */
-template <int DT> __device__ __forceinline__ void kq_sub32(const uint8_t *row, int u, uint32_t (&q)[8], float &a, float &b) {
+template <int DT, bool SH = false> __device__ __forceinline__ void kq_sub32(const uint8_t *row, int u, uint32_t (&q)[8], float &a, float &b) {
     constexpr bool FIVE = DT == AK_Q5_K;
     const int j = u & 7;
     const uint8_t *p = row + (size_t)(FIVE ? 176 : 144) * (u >> 3);
     uint32_t hd[4], wa[4], wb[4], ha[4] = {0, 0, 0, 0}, hb[4] = {0, 0, 0, 0};
-    kq_w4a16(p, hd);
-    kq_w4a16(p + (FIVE ? 48 : 16) + 32 * (j >> 1), wa);
-    kq_w4a16(p + (FIVE ? 48 : 16) + 32 * (j >> 1) + 16, wb);
+    kq_w4a16<SH>(p, hd);
+    kq_w4a16<SH>(p + (FIVE ? 48 : 16) + 32 * (j >> 1), wa);
+    kq_w4a16<SH>(p + (FIVE ? 48 : 16) + 32 * (j >> 1) + 16, wb);
     if constexpr (FIVE) {
-        kq_w4a16(p + 16, ha);
-        kq_w4a16(p + 32, hb);
+        kq_w4a16<SH>(p + 16, ha);
+        kq_w4a16<SH>(p + 32, hb);
     }
     int sc, m;
     kq_k4_scale_min(hd, j, sc, m);

@@ -176,7 +176,7 @@ __device__ __forceinline__ void ak_dq32(int dtype, const uint8_t *row, int nb32,
 }
 
 /* Bytes of a row of K values. */
-__host__ __device__ __forceinline__ size_t ak_cuda_row_bytes(int dtype, int64_t K) {
+__host__ __device__ constexpr size_t ak_cuda_row_bytes(int dtype, int64_t K) {
     switch (dtype) {
     case AK_F32: return (size_t)K * 4;
     case AK_F16: case AK_BF16: return (size_t)K * 2;

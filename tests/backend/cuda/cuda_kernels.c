@@ -535,14 +535,15 @@ static void test_decode_layers(void) {
     /* D = 4096: the GEMVs that normalise their input then run on the producer-warp kernel
      * (see gq_prod in gemv.cu), the others on the plain one */
     enum { D = 4096, V = 5000, STEPS = 9 };
-    for (int v = 0; v < 7; v++) {
-        const ak_dtype q = v == 1 ? AK_Q8_0 : v == 4 || v == 5 ? AK_Q4_K : AK_Q4_0;
-        const bool gated = v == 3 || v == 5 || v == 6;
+    for (int v = 0; v < 8; v++) {
+        const ak_dtype q = v == 1 ? AK_Q8_0 : v == 4 || v == 5 ? AK_Q4_K : v == 7 ? AK_F16 : AK_Q4_0;
+        const bool gated = v == 3 || v == 5 || v == 6 || v == 7;
         const int H = gated ? 14336 : 2816;
         /* W1 (G) W2 W1' W2' W3, U; 4 and 5 mix the K-quants as Q4_K_M files do (the int8
          * kernel in the file's layout); 6 is variant 3 with a Q6_K down projection, which
-         * cannot read the codes its streaming gate/up could make: the pair passes floats */
-        const ak_dtype dt[6] = {q, v >= 4 ? AK_Q6_K : q, q, v == 2 ? AK_Q8_0 : v == 5 ? AK_Q5_K : v == 4 ? AK_Q6_K : q,
+         * cannot read the codes its streaming gate/up could make: the pair passes floats;
+         * 7 is variant 3 in F16 (float x, the ring kernel in the file's layout) */
+        const ak_dtype dt[6] = {q, v >= 4 && v < 7 ? AK_Q6_K : q, q, v == 2 ? AK_Q8_0 : v == 5 ? AK_Q5_K : v == 4 ? AK_Q6_K : q,
                                 v == 4 || v == 5 ? AK_Q6_K : q, q};
         const int Ks[6] = {D, H, D, H, D, D}, Ns[6] = {H, D, H, D, V, H};
         world w;
