@@ -887,21 +887,25 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_s(ak_cuda_args a, seg
         const uint8_t *src = ring + slot * Sh::SLOT;
         const int n = min(Sh::NG, ng - cg), v0 = cg * Sh::GV;
         float pa[1] = {0.f};
-        if constexpr (Sh::FLT) {
-            const float *xf = (const float *)xq + v0;
-#pragma unroll 4
-            for (int u = lane; u < n; u += 32) pa[0] += gf_dot<DT>(*(const uint4 *)(src + 16 * u), (const float4 *)(xf + Sh::GV * u));
-        } else if constexpr (DT == AK_Q4_K || DT == AK_Q5_K) {
-            const uint8_t *rows[1] = {src};
-#pragma unroll 2
-            for (int u = lane; u < Sh::UPG * n; u += 32) ks_sub32<DT, 1, true>(rows, u, xq + v0, xd + v0 / 32, xs + v0 / 32, pa);
-        } else {
-#pragma unroll 2
-            for (int u = lane; u < Sh::UPG * n; u += 32) {
+        /* unit u of the stage (a lane's 16 bytes of floats, or 32 values) */
+        auto unit = [&](int u) {
+            if constexpr (Sh::FLT) {
+                pa[0] += gf_dot<DT>(*(const uint4 *)(src + 16 * u), (const float4 *)((const float *)xq + v0 + Sh::GV * u));
+            } else if constexpr (DT == AK_Q4_K || DT == AK_Q5_K) {
+                const uint8_t *rows[1] = {src};
+                ks_sub32<DT, 1, true>(rows, u, xq + v0, xd + v0 / 32, xs + v0 / 32, pa);
+            } else {
                 kq_unit w[1];
                 kq_decode<DT, true>(src, 0, u, w[0]);
                 kq_dots<DT, 1>(w, xq + v0, xd + v0 / 32, pa);
             }
+        };
+        constexpr int UPS = Sh::UPG * Sh::NG;   /* units a whole stage */
+        if (n == Sh::NG) {   /* all of a whole stage's loads at once */
+#pragma unroll
+            for (int u = lane; u < UPS; u += 32) unit(u);
+        } else {
+            for (int u = lane; u < Sh::UPG * n; u += 32) unit(u);
         }
         acc += pa[0];
         __syncwarp();
