@@ -713,8 +713,8 @@ __device__ __forceinline__ void gk_dots(const uint8_t *const (&rows)[R], int K, 
 }
 
 /* Int8 GEMV over rows in the file's layout (one x row) where k_gemv_s does not take them
- * (rows that are not whole 16 bytes: Q6_K and Q3_K unless K is a multiple of 2048, the
- * 32-value block types unless of 256; the repacked Q4_0/Q8_0): x to int8 codes in shared
+ * (rows that are not whole 16 bytes: Q6_K and Q3_K unless K is a multiple of 2048, Q2_K
+ * of 1024, Q5_0 of 256; the repacked Q4_0/Q8_0): x to int8 codes in shared
  * memory with the streaming kernel's prologues (gq_prep), then a warp per two rows at a
  * time (gated: a gate row and its up row, writing act(g) * u), lanes over the rows' units
  * (kquant.cuh): four dp4a per group of 16, the group's sum of x codes where the weights
@@ -1074,7 +1074,7 @@ template <int DT> static bool gq_fits(int K, int total, bool pair) {
 #define AK_GK_MAX_KF 16384
 
 /* Whether segments [g0, g1) of a one-row product share a dtype and a kernel that takes
- * it: the streaming one (stream) or k_gemv_k (!stream). */
+ * it: the Q4_0/Q8_0 streaming one (stream) or the file layout's (!stream). */
 static bool fast_ok(const ak_cuda_args &a, const ak_p_mm *p, int g0, int g1, bool *stream = NULL) {
     int dt = p->dtype[g0];
     bool ok = (kq_type(dt) ? p->K % kq_block(dt) == 0 && p->K <= AK_GQ_MAX_K
@@ -1146,9 +1146,10 @@ static cudaError_t launch_q(const ak_cuda_args &a, int dt, int total, seg_range 
     return launch_q<AK_Q4_0, PRO>(a, total, sr, K, st);
 }
 
-/* k_gemv_k over `total` rows (gated: NP = total / 2 pairs): a block per 16 rows or pairs,
- * one block per multiprocessor at most (80 to 128 registers a thread: one fits), each
- * making the x codes once; a second wave would make them again and leave a tail. */
+/* k_gemv_s (where rows are whole 16 bytes) or k_gemv_k over `total` rows (gated: NP =
+ * total / 2 pairs): a block per 16 rows or pairs, one block per multiprocessor at most
+ * (80 to 128 registers a thread: one fits), each making the x codes once; a second wave
+ * would make them again and leave a tail. */
 template <int DT, int PRO>
 static cudaError_t launch_k(const ak_cuda_args &a, int total, seg_range sr, int K, cudaStream_t st) {
     const int work = a.gated ? total / 2 : total;
@@ -1187,7 +1188,7 @@ static cudaError_t launch_k(const ak_cuda_args &a, int dt, int total, seg_range 
     }
 }
 
-/* One x row through the streaming kernel (stream) or k_gemv_k. The int8 codes of gated
+/* One x row through the streaming kernel (stream) or the file layout's. The int8 codes of gated
  * 2 (the gate/up GEMV writing them, PRO_Q8 on the down projection reading them) are the
  * streaming kernel's alone. */
 template <int PRO>
