@@ -263,6 +263,30 @@ __device__ __forceinline__ int gq_merge_count(const ak_cuda_args &a, const ak_st
     return ms <= AK_ATTN_FOLD ? ms : 0;
 }
 
+/* Where gq_prep leaves x in shared memory: the codes, then d and the code sums per 32
+ * (floats at q for the float weights). */
+struct gq_xv {
+    int8_t *q;
+    float *d;
+    int *s;
+};
+__device__ __forceinline__ gq_xv gq_x_at(uint8_t *smem, int K) {
+    float *d = (float *)(smem + K);
+    return {(int8_t *)smem, d, (int *)(d + K / 32)};
+}
+/* A one-row GEMV's x (its last row where last_only) into shared memory by gq_prep, 4
+ * threads per 32 values where the row is short enough (a lone thread per 32 values left
+ * a short row's prologue to a few serial threads). */
+template <int PRO, bool PROD, bool FLT = false>
+__device__ __forceinline__ void gq_x(const ak_cuda_args &a, const ak_p_mm &p, const ak_stepv &st, uint8_t *smem) {
+    const int K = p.K, nb = K / 32;
+    const gq_xv v = gq_x_at(smem, K);
+    const float *x = (const float *)a.b[3] + (p.last_only ? (size_t)(p.n - 1) * p.ld_x : 0);
+    const int ms = PRO == AK_CUDA_PRO_MERGE ? gq_merge_count(a, st) : 0;
+    if (4 * nb <= AK_GQ_THREADS) gq_prep<4, PRO, PROD, FLT>(a, x, K, nb, v.q, v.d, v.s, ms);
+    else gq_prep<1, PRO, PROD, FLT>(a, x, K, nb, v.q, v.d, v.s, ms);
+}
+
 template <int DT, int PRO, int JC, bool PROD, bool CL>
 __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg_range sr, int S, int tmax) {
     using Sh = gq_shape<DT>;
@@ -728,7 +752,7 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_k(ak_cuda_args a, seg
     const ak_stepv st_ = ak_step(a);
     ak_p_mm p;
     memcpy(&p, a.p, sizeof p);
-    const int K = p.K, nb = K / 32, lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    const int K = p.K, lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
     const int c0 = seg_start(p, sr.g0), c1 = seg_start(p, sr.g1), NP = a.gated ? p.N[0] : 0;
     const int nwork = NP ? NP : c1 - c0, step = gridDim.x * AK_GQ_WARPS, r0 = blockIdx.x * AK_GQ_WARPS + wid;
     const size_t rb = ak_cuda_row_bytes(DT, K);
@@ -763,13 +787,8 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_k(ak_cuda_args a, seg
     tr_.start(a, st_);
     if (st_.stopped) return;
     p = ak_params<ak_p_mm>(a, st_);
-    int8_t *xq = (int8_t *)smem;
-    float *xd = (float *)(smem + K);
-    int *xs = (int *)(xd + nb);
-    const float *x = (const float *)a.b[3] + (p.last_only ? (size_t)(p.n - 1) * p.ld_x : 0);
-    const int ms = PRO == AK_CUDA_PRO_MERGE ? gq_merge_count(a, st_) : 0;
-    if (4 * nb <= AK_GQ_THREADS) gq_prep<4, PRO, false>(a, x, K, nb, xq, xd, xs, ms);
-    else gq_prep<1, PRO, false>(a, x, K, nb, xq, xd, xs, ms);
+    gq_x<PRO, false>(a, p, st_, smem);
+    const gq_xv xv = gq_x_at(smem, K);
     __syncthreads();
     tr_.mark();
     float *y = (float *)a.b[4];
@@ -783,17 +802,17 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_k(ak_cuda_args a, seg
         if (NP) {
             const uint8_t *rows[2] = {row_ptr(r), row_ptr(NP + r)};
             float v[2];
-            gk_dots<DT, 2>(rows, K, xq, xd, v);
+            gk_dots<DT, 2>(rows, K, xv.q, xv.d, v);
             if (lane == 0) y[r] = gq_act_mul(a.act, v[0], v[1]);
         } else if (r + step < nwork) {
             const uint8_t *rows[2] = {row_ptr(c0 + r), row_ptr(c0 + r + step)};
             float v[2];
-            gk_dots<DT, 2>(rows, K, xq, xd, v);
+            gk_dots<DT, 2>(rows, K, xv.q, xv.d, v);
             if (lane == 0) { put(c0 + r, v[0]); put(c0 + r + step, v[1]); }
         } else {
             const uint8_t *rows[1] = {row_ptr(c0 + r)};
             float v[1];
-            gk_dots<DT, 1>(rows, K, xq, xd, v);
+            gk_dots<DT, 1>(rows, K, xv.q, xv.d, v);
             if (lane == 0) put(c0 + r, v[0]);
         }
     }
@@ -835,7 +854,7 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_s(ak_cuda_args a, seg
     const ak_stepv st_ = ak_step(a);
     ak_p_mm p;
     memcpy(&p, a.p, sizeof p);
-    const int K = p.K, nb = K / 32, lane = threadIdx.x & 31, wid = threadIdx.x >> 5, ng = K / Sh::GV;
+    const int K = p.K, lane = threadIdx.x & 31, wid = threadIdx.x >> 5, ng = K / Sh::GV;
     const int c0 = seg_start(p, sr.g0), c1 = seg_start(p, sr.g1), NP = a.gated ? p.N[0] : 0;
     const int nwork = NP ? NP : c1 - c0, step = gridDim.x * AK_GQ_WARPS, r0 = blockIdx.x * AK_GQ_WARPS + wid;
     const size_t rb = (size_t)ng * Sh::GB;
@@ -866,13 +885,8 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_s(ak_cuda_args a, seg
     tr_.start(a, st_);
     if (st_.stopped) return;
     p = ak_params<ak_p_mm>(a, st_);
-    int8_t *xq = (int8_t *)smem;
-    float *xd = (float *)(smem + K);
-    int *xs = (int *)(xd + nb);
-    const float *x = (const float *)a.b[3] + (p.last_only ? (size_t)(p.n - 1) * p.ld_x : 0);
-    const int ms = PRO == AK_CUDA_PRO_MERGE ? gq_merge_count(a, st_) : 0;
-    if (4 * nb <= AK_GQ_THREADS) gq_prep<4, PRO, false, Sh::FLT>(a, x, K, nb, xq, xd, xs, ms);
-    else gq_prep<1, PRO, false, Sh::FLT>(a, x, K, nb, xq, xd, xs, ms);
+    gq_x<PRO, false, Sh::FLT>(a, p, st_, smem);
+    const gq_xv xv = gq_x_at(smem, K);
     for (int s = P; s < AK_GQ_STAGES - 1; s++) issue(s);
     __syncthreads();
     tr_.mark();
@@ -890,14 +904,14 @@ __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_s(ak_cuda_args a, seg
         /* unit u of the stage (a lane's 16 bytes of floats, or 32 values) */
         auto unit = [&](int u) {
             if constexpr (Sh::FLT) {
-                pa[0] += gf_dot<DT>(*(const uint4 *)(src + 16 * u), (const float4 *)((const float *)xq + v0 + Sh::GV * u));
+                pa[0] += gf_dot<DT>(*(const uint4 *)(src + 16 * u), (const float4 *)((const float *)xv.q + v0 + Sh::GV * u));
             } else if constexpr (DT == AK_Q4_K || DT == AK_Q5_K) {
                 const uint8_t *rows[1] = {src};
-                ks_sub32<DT, 1, true>(rows, u, xq + v0, xd + v0 / 32, xs + v0 / 32, pa);
+                ks_sub32<DT, 1, true>(rows, u, xv.q + v0, xv.d + v0 / 32, xv.s + v0 / 32, pa);
             } else {
                 kq_unit w[1];
                 kq_decode<DT, true>(src, 0, u, w[0]);
-                kq_dots<DT, 1>(w, xq + v0, xd + v0 / 32, pa);
+                kq_dots<DT, 1>(w, xv.q + v0, xv.d + v0 / 32, pa);
             }
         };
         constexpr int UPS = Sh::UPG * Sh::NG;   /* units a whole stage */
