@@ -738,13 +738,13 @@ __device__ __forceinline__ void gk_dots(const uint8_t *const (&rows)[R], int K, 
 
 /* Int8 GEMV over rows in the file's layout (one x row) where k_gemv_s does not take them
  * (rows that are not whole 16 bytes: Q6_K and Q3_K unless K is a multiple of 2048, Q2_K
- * of 1024, Q5_0 of 256; the repacked Q4_0/Q8_0): x to int8 codes in shared
- * memory with the streaming kernel's prologues (gq_prep), then a warp per two rows at a
- * time (gated: a gate row and its up row, writing act(g) * u), lanes over the rows' units
+ * of 1024, Q5_0 of 256; the repacked Q4_0/Q8_0): x to int8 codes in shared memory with
+ * the streaming kernel's prologues (gq_prep), then a warp per two rows at a time (gated:
+ * a gate row and its up row, writing act(g) * u), lanes over the rows' units
  * (kquant.cuh): four dp4a per group of 16, the group's sum of x codes where the weights
- * have an offset. Before it waits for the previous kernel, each warp asks L2 for its first rows (weights
- * depend on nothing a kernel writes), so that the previous kernel's tail and this one's
- * x prologue overlap their first reads from memory. */
+ * have an offset. Before it waits for the previous kernel, each warp asks L2 for its
+ * first rows (weights depend on nothing a kernel writes), so that the previous kernel's
+ * tail and this one's x prologue overlap their first reads from memory. */
 template <int DT, int PRO>
 __global__ void __launch_bounds__(AK_GQ_THREADS, 1) k_gemv_k(ak_cuda_args a, seg_range sr) {
     extern __shared__ __align__(16) uint8_t smem[];
@@ -1202,9 +1202,9 @@ static cudaError_t launch_k(const ak_cuda_args &a, int dt, int total, seg_range 
     }
 }
 
-/* One x row through the streaming kernel (stream) or the file layout's. The int8 codes of gated
- * 2 (the gate/up GEMV writing them, PRO_Q8 on the down projection reading them) are the
- * streaming kernel's alone. */
+/* One x row through the Q4_0/Q8_0 streaming kernel (stream) or the file layout's. The int8
+ * codes of gated 2 (the gate/up GEMV writing them, PRO_Q8 on the down projection reading
+ * them) are the Q4_0/Q8_0 kernel's alone. */
 template <int PRO>
 static cudaError_t launch_row(const ak_cuda_args &a, bool stream, int dt, int total, seg_range sr, int K, cudaStream_t st) {
     if (stream) return launch_q<PRO>(a, dt, total, sr, K, st);
