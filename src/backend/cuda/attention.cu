@@ -70,31 +70,6 @@ static __host__ __device__ int dec_mg(int head_dim, int group) {
     return group <= 1 ? 1 : group <= 2 ? 2 : (group <= 4 || m8 == 4) ? 4 : m8;
 }
 
-/* NV warp sums at once (NV a power of two up to 32): at offset o a lane keeps the half of
- * its values picked by its bit o and adds its partner's copy of that half, so each round
- * halves the values; once one is left, plain butterfly rounds finish it. Lane l ends with
- * the whole sum of value l >> (5 - log2 NV). */
-template <int NV>
-__device__ __forceinline__ float warp_reduce_scatter(float (&r)[NV]) {
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int rd = 0; rd < 5; rd++) {
-        const int o = 16 >> rd, h = (NV >> rd) / 2;   /* h: values kept after this round */
-        if (h == 0) {
-            r[0] += __shfl_xor_sync(0xffffffffu, r[0], o);
-            continue;
-        }
-        const bool hi = lane & o;
-#pragma unroll
-        for (int i = 0; i < NV / 2; i++) {
-            if (i >= h) break;
-            const float send = hi ? r[i] : r[i + h], keep = hi ? r[i + h] : r[i];
-            r[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
-        }
-    }
-    return r[0];
-}
-
 
 /* The folded rope's cos and sin of this position, per rotated pair (cs[0], cs[1]). */
 template <int DPL>
@@ -488,7 +463,7 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
             float r[NV];
 #pragma unroll
             for (int i = 0; i < NV; i++) r[i] = sc[i / U][i % U];
-            const float own = attn_score(warp_reduce_scatter<NV>(r), p) * 1.44269504f;
+            const float own = attn_score(ak_warp_sums<NV>(r), p) * 1.44269504f;
 #pragma unroll
             for (int i = 0; i < NV; i++) sc[i / U][i % U] = __shfl_sync(0xffffffffu, own, i << SH);
         }

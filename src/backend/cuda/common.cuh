@@ -140,6 +140,31 @@ __device__ __forceinline__ float ak_warp_sum(float v) {
     return v;
 }
 
+/* NV warp sums at once (NV a power of two up to 32): at offset o a lane keeps the half of
+ * its values picked by its bit o and adds its partner's copy of that half, so each round
+ * halves the values; once one is left, plain butterfly rounds finish it. Lane l ends with
+ * the whole sum of value l >> (5 - log2 NV). */
+template <int NV>
+__device__ __forceinline__ float ak_warp_sums(float (&r)[NV]) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int rd = 0; rd < 5; rd++) {
+        const int o = 16 >> rd, h = (NV >> rd) / 2;   /* h: values kept after this round */
+        if (h == 0) {
+            r[0] += __shfl_xor_sync(0xffffffffu, r[0], o);
+            continue;
+        }
+        const bool hi = lane & o;
+#pragma unroll
+        for (int i = 0; i < NV / 2; i++) {
+            if (i >= h) break;
+            const float send = hi ? r[i] : r[i + h], keep = hi ? r[i + h] : r[i];
+            r[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+        }
+    }
+    return r[0];
+}
+
 __device__ __forceinline__ float ak_warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
