@@ -29,9 +29,9 @@ __device__ __forceinline__ const uint8_t *seg_w(const ak_cuda_args &a, int g) {
 }
 __device__ __forceinline__ int seg_dtype(const ak_p_mm &p, int g) { return g == 0 ? p.dtype[0] : g == 1 ? p.dtype[1] : p.dtype[2]; }
 
-/* Streaming GEMV over repacked Q4_0 / Q8_0 rows (one x row). Every block first turns x
- * into int8 codes in shared memory (per 32 values d = max|x|/127, as the CPU backend
- * does), optionally computing x on the way (PRO: the RMSNorm of the next block, or
+/* Streaming GEMV over repacked Q4_0 / Q8_0 rows (one x row; M of them: launch_qm). Every
+ * block first turns x into int8 codes in shared memory (per 32 values d = max|x|/127, as
+ * the CPU backend does), optionally computing x on the way (PRO: the RMSNorm of the next block, or
  * act(g) * u for the down projection: the separate norm and activation kernels go
  * away). A row is cut into S slices of JC items (an item: 32 quant blocks, a lane per
  * block), so that a lane keeps the x codes of its slice in registers whatever K is
@@ -61,10 +61,10 @@ template <int DT> struct gq_shape {
 /* How a launch cuts rows: S slices of JC items, groups of S warps per block. With pair
  * (the gated epilogue, see k_gemv_q) a group takes rows two at a time. */
 struct gq_cut { int S, JC, groups, tmax; };
-template <int DT> static gq_cut gq_plan(int K, int total, int blocks, bool pair) {
+template <int DT> static gq_cut gq_plan(int K, int total, int blocks, bool pair, int max_jc = gq_shape<DT>::MAX_JC) {
     int J = (K / 32 + 31) / 32;
     gq_cut c;
-    c.S = (J + gq_shape<DT>::MAX_JC - 1) / gq_shape<DT>::MAX_JC;
+    c.S = (J + max_jc - 1) / max_jc;
     c.JC = (J + c.S - 1) / c.S;
     c.groups = blocks * (AK_GQ_WARPS / c.S);
     c.tmax = c.S <= 1 ? 0 : pair ? 2 * ((total / 2 + c.groups - 1) / c.groups) : (total + c.groups - 1) / c.groups;   /* slice sums kept per warp */
@@ -287,9 +287,55 @@ __device__ __forceinline__ void gq_x(const ak_cuda_args &a, const ak_p_mm &p, co
     else gq_prep<1, PRO, PROD, FLT>(a, x, K, nb, v.q, v.d, v.s, ms);
 }
 
-template <int DT, int PRO, int JC, bool PROD, bool CL>
+/* Several x rows' codes (rows 0..n - 1 of x, ld apart) into shared memory, row m's as
+ * gq_prep lays them out at smem + m * gq_x_bytes(K), 4 threads per 32 values, the loads of
+ * 8 rounds in flight at once. (Each lane making the codes of its own blocks, row after
+ * row, left the 8B QKV of 5 rows at 0.95x of five one-row launches; this, 0.61x.) */
+__device__ __forceinline__ void gq_prep_rows(const float *x, int ld, int K, int n, uint8_t *smem) {
+    constexpr int PER = AK_GQ_THREADS / 4, U = 8;
+    const int nb = K / 32, total = n * nb, sub = threadIdx.x % 4;
+    for (int g0 = 0; g0 < total; g0 += U * PER) {
+        float v[U][8];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int g = g0 + u * PER + (int)threadIdx.x / 4, m = g / nb;
+            const float4 *src = (const float4 *)(x + (size_t)m * ld + 32 * (g - m * nb) + 8 * sub);
+            const float4 t0 = g < total ? src[0] : make_float4(0.f, 0.f, 0.f, 0.f), t1 = g < total ? src[1] : make_float4(0.f, 0.f, 0.f, 0.f);
+            v[u][0] = t0.x; v[u][1] = t0.y; v[u][2] = t0.z; v[u][3] = t0.w;
+            v[u][4] = t1.x; v[u][5] = t1.y; v[u][6] = t1.z; v[u][7] = t1.w;
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int g = g0 + u * PER + (int)threadIdx.x / 4, m = g / nb, b = g - m * nb;
+            float amax;
+            int sum, packed[2];
+            gq_q8<4, 8>(v[u], packed, amax, sum);
+            if (g < total) {
+                const gq_xv xv = gq_x_at(smem + (size_t)m * gq_x_bytes(K), K);
+                *(int2 *)(xv.q + 32 * b + 8 * sub) = make_int2(packed[0], packed[1]);
+                if (sub == 0) {
+                    xv.d[b] = amax / 127.f;
+                    xv.s[b] = sum;
+                }
+            }
+        }
+    }
+}
+/* Ring stages a warp with M x rows: two with 8, whose codes and slice sums would not fit
+ * beside four (the 8B shape's down projection and output) */
+static __host__ __device__ constexpr int gq_stages(int M) { return M >= 8 ? 2 : AK_GQ_STAGES; }
+/* k_gemv_q's shared memory before the ring with M > 1 x rows: their codes, where the
+ * slice sums (tmax a warp) go once every warp has its codes in registers */
+static __host__ __device__ size_t gq_rows_bytes(int K, int M, int tmax) {
+    const size_t c = (size_t)M * gq_x_bytes(K), s = (size_t)AK_GQ_WARPS * tmax * M * 4;
+    return ((c > s ? c : s) + 15) & ~(size_t)15;
+}
+
+template <int DT, int PRO, int JC, bool PROD, bool CL, int M = 1>
 __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) k_gemv_q(ak_cuda_args a, seg_range sr, int S, int tmax) {
     using Sh = gq_shape<DT>;
+    static_assert(M == 1 || (PRO == AK_CUDA_PRO_NONE && !PROD && !CL && JC == 1), "x rows: see launch_qm");
+    constexpr int NS = gq_stages(M);
     /* items per stage: whole slices */
     constexpr int U = (Sh::U / JC > 0 ? Sh::U / JC : 1) * JC;
     extern __shared__ __align__(16) uint8_t smem[];
@@ -301,6 +347,7 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
     memcpy(&p, a.p, sizeof p);
     const int K = p.K, nb = K / 32;
     const size_t rb = (size_t)nb * (Sh::QB + 2);
+    auto xb = [&]() { return M > 1 ? gq_rows_bytes(K, M, tmax) : gq_x_bytes(K); };   /* where the ring starts */
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, RG = AK_GQ_WARPS / S;
     const int rg = wid / S, s = wid % S;
     /* group g takes rows c0 + g + t * groups: at any moment the grid reads one band of
@@ -340,8 +387,9 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
         return r + 32 * G < CK ? r + 32 * G : CK + (int)blockIdx.x * RG + (r & 31);
     };
     const int items = nrow * JC, j0 = s * JC;   /* this warp's first item of a row */
-    uint8_t *ring = smem + gq_x_bytes(K) + (size_t)wid * AK_GQ_STAGES * Sh::STAGE;
-    float *part = (float *)(smem + gq_x_bytes(K) + (size_t)AK_GQ_WARPS * AK_GQ_STAGES * Sh::STAGE);
+    uint8_t *ring = smem + xb() + (size_t)wid * NS * Sh::STAGE;
+    /* M > 1: the slice sums where the x rows' codes were (gq_rows_bytes) */
+    float *part = (float *)(M > 1 ? smem : smem + xb() + (size_t)AK_GQ_WARPS * AK_GQ_STAGES * Sh::STAGE);
     float *hb = part + AK_GQ_WARPS * tmax;   /* codes: the block's R chunks of products */
     /* issue cursor: row, item within the slice, this lane's next quant and scale addresses */
     int frow = r0, fj = 0, fleft = items;
@@ -404,7 +452,7 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
             const bool go = k < nst && (k < AK_GQ_STAGES || mb_poll(&mb_empty[bi], (k / AK_GQ_STAGES - 1) & 1));
             if (!go) continue;
             k++;
-            uint8_t *dst = smem + gq_x_bytes(K) + (size_t)bi * Sh::STAGE;
+            uint8_t *dst = smem + xb() + (size_t)bi * Sh::STAGE;
             uint32_t bytes = 0;
             for (int rr = 0; rr < U / JC && rows_left > 0; rr++, rows_left--, dst += JC * Sh::ITEM) {
                 const int g = seg_of(p, prow);
@@ -423,8 +471,8 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
     /* the output projection starts during the attention: one stage before its wait, so
      * that its weight requests do not crowd the attention's own loads; the down projection
      * (after the producer-warp gate/up) two: its wait then releases sooner (tg128 8B
-     * 1.005-1.007x, Qwen3-0.6B 1.012x against three; one: no change) */
-    constexpr int P = PRO == AK_CUDA_PRO_MERGE ? 1 : PRO == AK_CUDA_PRO_NONE || PRO == AK_CUDA_PRO_Q8 ? 2 : AK_GQ_STAGES - 1;
+     * 1.005-1.007x, Qwen3-0.6B 1.012x against three; one: no change); a ring of two, one */
+    constexpr int P = PRO == AK_CUDA_PRO_MERGE || NS == 2 ? 1 : PRO == AK_CUDA_PRO_NONE || PRO == AK_CUDA_PRO_Q8 ? 2 : AK_GQ_STAGES - 1;
     if (!PROD) {
 #pragma unroll
         for (int st = 0; st < P; st++) issue(st);
@@ -442,7 +490,13 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
     int *xs = (int *)(xd + nb);
     const float *x = (const float *)a.b[3] + (p.last_only ? (size_t)(p.n - 1) * p.ld_x : 0);
     const int ms = PRO == AK_CUDA_PRO_MERGE ? gq_merge_count(a, st_) : 0;
-    if constexpr (PRO == AK_CUDA_PRO_Q8) {
+    /* this lane's x codes of the slice (of each x row); blocks past the row end weigh 0 */
+    int xr[M][JC][8], xo[M][JC];
+    float xdr[M][JC];
+    bool xin[JC];
+    if (M > 1) {
+        gq_prep_rows(x, p.ld_x, K, p.n, smem);
+    } else if constexpr (PRO == AK_CUDA_PRO_Q8) {
         /* the first codes_k values as codes (laid out as here), the rest as floats after
          * them: every load in flight before the floats' codes are made */
         constexpr int CPT = (AK_GQ_MAX_K + AK_GQ_MAX_K / 4 + 16 * AK_GQ_THREADS - 1) / (16 * AK_GQ_THREADS);
@@ -479,27 +533,29 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
         gq_prep<1, PRO, PROD>(a, x, K, nb, xq, xd, xs, ms);
     }
     if (!PROD)
-        for (int st = P; st < AK_GQ_STAGES - 1; st++) issue(st);
+        for (int st = P; st < NS - 1; st++) issue(st);
     gq_sync<PROD>();
     tr_.mark();
 
-    /* this lane's x codes of the slice; blocks past the row end weigh 0 */
-    int xr[JC][8], xo[JC];
-    float xdr[JC];
-    bool xin[JC];
 #pragma unroll
     for (int j = 0; j < JC; j++) {
         int b = 32 * (j0 + j) + lane;
         bool in = b < nb;
         b = in ? b : nb - 1;
-        const int4 *xv = (const int4 *)(xq + 32 * b);
-        int4 x0 = xv[0], x1 = xv[1];
-        xr[j][0] = x0.x; xr[j][1] = x0.y; xr[j][2] = x0.z; xr[j][3] = x0.w;
-        xr[j][4] = x1.x; xr[j][5] = x1.y; xr[j][6] = x1.z; xr[j][7] = x1.w;
-        xo[j] = DT == AK_Q4_0 ? -8 * xs[b] : 0;
-        xdr[j] = xd[b];
+#pragma unroll
+        for (int m = 0; m < M; m++) {   /* M > 1: rows past p.n weigh 0 */
+            const gq_xv v = M > 1 ? gq_x_at(smem + (size_t)m * gq_x_bytes(K), K) : gq_xv{xq, xd, xs};
+            const bool live = M == 1 || m < p.n;
+            const int4 *xv = (const int4 *)(v.q + 32 * b);
+            int4 x0 = live ? xv[0] : make_int4(0, 0, 0, 0), x1 = live ? xv[1] : make_int4(0, 0, 0, 0);
+            xr[m][j][0] = x0.x; xr[m][j][1] = x0.y; xr[m][j][2] = x0.z; xr[m][j][3] = x0.w;
+            xr[m][j][4] = x1.x; xr[m][j][5] = x1.y; xr[m][j][6] = x1.z; xr[m][j][7] = x1.w;
+            xo[m][j] = DT == AK_Q4_0 && live ? -8 * v.s[b] : 0;
+            xdr[m][j] = live ? v.d[b] : 0.f;
+        }
         xin[j] = in;
     }
+    if (M > 1) gq_sync<PROD>();   /* the slice sums go where the codes were */
     float *y = (float *)a.b[4];
     /* codes: product q of row group g, to its chunk or (past the chunks) to the floats */
     auto put_h = [&](int g, int q, float h) {
@@ -509,59 +565,78 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
     const float *bias = p.has_bias ? (const float *)a.b[5] : NULL;
     int crow = r0, t = 0;
     float gk = 0.f;   /* gated: the gate row's sum, until its up row */
-    for (int i0 = 0, slot = 0, ph = 0; i0 < items; i0 += U, ph ^= slot + 1 == AK_GQ_STAGES, slot = slot + 1 == AK_GQ_STAGES ? 0 : slot + 1) {
+    for (int i0 = 0, slot = 0, ph = 0; i0 < items; i0 += U, ph ^= slot + 1 == NS, slot = slot + 1 == NS ? 0 : slot + 1) {
         if (PROD) {
             mb_wait(&mb_full[wid * AK_GQ_STAGES + slot], ph);
         } else {
-            issue(slot == 0 ? AK_GQ_STAGES - 1 : slot - 1);   /* the slot computed last round */
-            ak_cp_async_wait<AK_GQ_STAGES - 1>();
+            issue(slot == 0 ? NS - 1 : slot - 1);   /* the slot computed last round */
+            ak_cp_async_wait<NS - 1>();
         }
         __syncwarp();
         const uint8_t *src = ring + slot * Sh::STAGE;
 #pragma unroll
         for (int rr = 0; rr < U / JC; rr++) {
             if (i0 + rr * JC >= items) break;
-            float racc = 0.f;
+            float racc[M];
+#pragma unroll
+            for (int m = 0; m < M; m++) racc[m] = 0.f;
 #pragma unroll
             for (int j = 0; j < JC; j++) {
                 /* PROD: a row's JC items as its quants then its scales (bulk copies) */
                 const uint8_t *run = src + rr * JC * Sh::ITEM;
                 const uint8_t *it = PROD ? run + j * 32 * Sh::QB : run + j * Sh::ITEM;
                 const uint8_t *sc = PROD ? run + JC * 32 * Sh::QB + j * 64 : it + 32 * Sh::QB;
-                int acc = xo[j], acc2 = 0;   /* two chains of dp4a */
+                int acc[M], acc2[M];   /* two chains of dp4a (M > 1: one an x row, the rows' chains side by side) */
+#pragma unroll
+                for (int m = 0; m < M; m++) acc[m] = xo[m][j], acc2[m] = 0;
                 if (DT == AK_Q4_0) {
                     uint4 q = *(const uint4 *)(it + lane * Sh::QB);
                     const uint32_t qw[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-                    for (int wi = 0; wi < 4; wi++) {
-                        acc = __dp4a((int)(qw[wi] & 0x0F0F0F0Fu), xr[j][wi], acc);
-                        acc2 = __dp4a((int)((qw[wi] >> 4) & 0x0F0F0F0Fu), xr[j][4 + wi], acc2);
-                    }
+                    for (int wi = 0; wi < 4; wi++)
+#pragma unroll
+                        for (int m = 0; m < M; m++) {
+                            if (M > 1 && m >= p.n) break;
+                            int &a2 = M > 1 ? acc[m] : acc2[m];
+                            acc[m] = __dp4a((int)(qw[wi] & 0x0F0F0F0Fu), xr[m][j][wi], acc[m]);
+                            a2 = __dp4a((int)((qw[wi] >> 4) & 0x0F0F0F0Fu), xr[m][j][4 + wi], a2);
+                        }
                 } else {
                     const uint4 *qv = (const uint4 *)(it + lane * Sh::QB);
                     uint4 q0 = qv[0], q1 = qv[1];
                     const uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
 #pragma unroll
-                    for (int wi = 0; wi < 8; wi += 2) {
-                        acc = __dp4a((int)qw[wi], xr[j][wi], acc);
-                        acc2 = __dp4a((int)qw[wi + 1], xr[j][wi + 1], acc2);
-                    }
+                    for (int wi = 0; wi < 8; wi += 2)
+#pragma unroll
+                        for (int m = 0; m < M; m++) {
+                            if (M > 1 && m >= p.n) break;
+                            int &a2 = M > 1 ? acc[m] : acc2[m];
+                            acc[m] = __dp4a((int)qw[wi], xr[m][j][wi], acc[m]);
+                            a2 = __dp4a((int)qw[wi + 1], xr[m][j][wi + 1], a2);
+                        }
                 }
-                float v = __half2float(((const __half *)sc)[lane]) * xdr[j] * (float)(acc + acc2);
-                racc += xin[j] ? v : 0.f;   /* past the row end the ring holds stale bytes */
+#pragma unroll
+                for (int m = 0; m < M; m++) {
+                    const float v = __half2float(((const __half *)sc)[lane]) * xdr[m][j] * (float)(acc[m] + acc2[m]);
+                    racc[m] += xin[j] ? v : 0.f;   /* past the row end the ring holds stale bytes */
+                }
             }
-            float v = ak_warp_sum(racc);
+            /* M > 1: lanes m * 32 / M hold x row m's sum */
+            float v = M > 1 ? ak_warp_sums<M>(racc) : ak_warp_sum(racc[0]);
+            const int vm = M > 1 ? lane / (32 / M) : 0;
+            const bool own = M > 1 ? lane % (32 / M) == 0 && vm < p.n : lane == 0;
             if (S == 1) {
                 if (lane == 0 && NP) {
                     if (crow < NP) gk = v;
                     else if (!codes) y[crow - NP] = gq_act_mul(a.act, gk, v);
                     else put_h(rg, t >> 1, gq_act_mul(a.act, gk, v));
-                } else if (lane == 0) {
+                } else if (own) {
+                    float *yr = y + (size_t)vm * p.ld_y;
                     if (bias && crow < p.N[0]) v += bias[crow];
-                    y[crow] = a.acc ? y[crow] + v : v;
+                    yr[crow] = a.acc ? yr[crow] + v : v;
                 }
-            } else if (lane == 0) {
-                part[wid * tmax + t] = v;
+            } else if (own) {
+                part[(wid * tmax + t) * M + vm] = v;
             }
             crow = next_row(crow);
             t++;
@@ -619,13 +694,13 @@ __global__ void __launch_bounds__(PROD ? AK_GQ_THREADS + 32 : AK_GQ_THREADS, 1) 
         }
         return;
     }
-    for (int i = threadIdx.x; i < RG * tmax; i += AK_GQ_THREADS) {
-        int g = i % RG, tt = i / RG, row = c0 + blockIdx.x * RG + g + tt * groups;
-        if (row >= c1) continue;
-        float v = 0.f;
-        for (int u = 0; u < S; u++) v += part[(g * S + u) * tmax + tt];
+    for (int i = threadIdx.x; i < RG * tmax * M; i += AK_GQ_THREADS) {
+        int m = i % M, g = i / M % RG, tt = i / M / RG, row = c0 + blockIdx.x * RG + g + tt * groups;
+        if (row >= c1 || (M > 1 && m >= p.n)) continue;
+        float v = 0.f, *yr = y + (size_t)m * p.ld_y;
+        for (int u = 0; u < S; u++) v += part[((g * S + u) * tmax + tt) * M + m];
         if (bias && row < p.N[0]) v += bias[row];
-        y[row] = a.acc ? y[row] + v : v;
+        yr[row] = a.acc ? yr[row] + v : v;
     }
 }
 
@@ -1160,6 +1235,34 @@ static cudaError_t launch_q(const ak_cuda_args &a, int dt, int total, seg_range 
     return launch_q<AK_Q4_0, PRO>(a, total, sr, K, st);
 }
 
+/* Several x rows (a speculative check's rowwise GEMM) through k_gemv_q, the weights read
+ * once for up to M of them: slices of one item, so that a lane keeps its codes of every
+ * row in registers (K / 1024 slices, at most one a warp: K up to 16384). Launches x rows
+ * 0.. and returns how many it took (M of 8, 4 or 2, the least that takes them all or the
+ * largest whose codes and slice sums fit; 0: none fits, and nothing was launched). */
+template <int DT> static int launch_qm(const ak_cuda_args &a, int total, seg_range sr, int K, int rows, cudaStream_t st, cudaError_t *e) {
+    const int blocks = gq_blocks(total);
+    const gq_cut c = gq_plan<DT>(K, total, blocks, false, 1);
+    if (c.S > AK_GQ_WARPS) return 0;
+    int M = rows <= 2 ? 2 : rows <= 4 ? 4 : 8;
+    auto smem = [&](int m) { return (size_t)AK_GQ_WARPS * gq_stages(m) * gq_shape<DT>::STAGE + gq_rows_bytes(K, m, c.tmax); };
+    while (M > 2 && smem(M) > AK_GQ_SMEM_MAX) M /= 2;
+    if (smem(M) > AK_GQ_SMEM_MAX) return 0;
+    const int n = rows < M ? rows : M;
+    ak_cuda_args r = a;
+    ak_p_mm q;
+    memcpy(&q, a.p, sizeof q);
+    q.n = n;
+    memcpy(r.p, &q, sizeof q);
+    r.patch &= ~(uint32_t)AK_PATCH_N;
+    dim3 g(blocks), b(AK_GQ_THREADS);
+    const size_t sm = smem(M);
+    *e = M == 2 ? ak_launch(k_gemv_q<DT, AK_CUDA_PRO_NONE, 1, false, false, 2>, g, b, sm, st, r, sr, c.S, c.tmax)
+       : M == 4 ? ak_launch(k_gemv_q<DT, AK_CUDA_PRO_NONE, 1, false, false, 4>, g, b, sm, st, r, sr, c.S, c.tmax)
+                : ak_launch(k_gemv_q<DT, AK_CUDA_PRO_NONE, 1, false, false, 8>, g, b, sm, st, r, sr, c.S, c.tmax);
+    return n;
+}
+
 /* k_gemv_s (where rows are whole 16 bytes) or k_gemv_k over `total` rows (gated: NP =
  * total / 2 pairs): a block per 16 rows or pairs, one block per multiprocessor at most
  * (80 to 128 registers a thread: one fits), each making the x codes once; a second wave
@@ -1245,10 +1348,22 @@ static cudaError_t launch_segs(const ak_cuda_args &a, const ak_p_mm *p, int g0, 
         }
     }
     if (m_rows > 1 && !p->last_only && p->ld_x % 4 == 0 && fast_ok(a, p, g0, g1)) {
-        /* a few rows (a short prefill chunk, a speculative check): the one-row kernels once
-         * a row, at the weights' bandwidth each; the generic kernel below ran an 8B model's
-         * five-row chunk at 30 GB/s (147 ms on an H200) */
-        for (int m = 0; m < m_rows; m++) {
+        /* a few rows (a speculative check): Q4_0/Q8_0 up to 8 a launch (launch_qm), else
+         * the one-row kernels once a row, at the weights' bandwidth each; the generic
+         * kernel below ran an 8B model's five-row chunk at 30 GB/s (147 ms on an H200) */
+        int m = 0;
+        while (stream1 && m_rows - m > 1) {
+            ak_cuda_args r = a;
+            r.b[3] = (float *)a.b[3] + (size_t)m * p->ld_x;
+            r.b[4] = (float *)a.b[4] + (size_t)m * p->ld_y;
+            cudaError_t e = cudaSuccess;
+            const int n = p->dtype[g0] == AK_Q8_0 ? launch_qm<AK_Q8_0>(r, total, sr, p->K, m_rows - m, st, &e)
+                                                  : launch_qm<AK_Q4_0>(r, total, sr, p->K, m_rows - m, st, &e);
+            if (e != cudaSuccess) return e;
+            if (n == 0) break;
+            m += n;
+        }
+        for (; m < m_rows; m++) {
             ak_cuda_args r = a;
             ak_p_mm q = *p;
             q.n = 1;
@@ -1299,6 +1414,9 @@ template <int DT, int JC> static cudaError_t gq_init() {
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_Q8, JC, false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NORM, JC, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NORM, JC, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    if (JC == 1 && e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NONE, 1, false, false, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    if (JC == 1 && e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NONE, 1, false, false, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    if (JC == 1 && e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NONE, 1, false, false, 8>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
     return e;
 }
 template <int DT> static cudaError_t gs_init() {

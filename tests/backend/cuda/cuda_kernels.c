@@ -306,6 +306,20 @@ static void test_matmul(void) {
             one_mm(d1, 1, 11008, Nl, 1, 0, 1, 0);
             one_mm(d1, 1, 14336, Nl, 1, 0, 0, 0);
             one_mm(d1, 3, 5120, N3, 1, 0, 1, 0);
+            /* rowwise, several x rows a launch (slices of one item, as many as 16): 8, 4 and
+             * 2 rows, a partial last item (11008), three segments, and the rest of a check
+             * one row at a time where a launch takes 4 rows; the other cases' inputs as
+             * before these were added */
+            const uint64_t keep = rng;
+            one_mm(d1, 1, 4096, Nl, 5, 2, 1, 0);
+            one_mm(d1, 1, 11008, Nl, 8, 2, 0, 0);
+            one_mm(d1, 1, 16384, Nl, 2, 2, 1, 0);
+            one_mm(d1, 3, 5120, N3, 3, 2, 1, 0);
+            if (t == AK_Q4_0) {
+                int Nw[3] = {24000, 0, 0};   /* 8 rows past the shared memory: 4 + 1 */
+                one_mm(d1, 1, 16384, Nw, 5, 2, 0, 0);
+            }
+            rng = keep;
         }
     }
     ak_dtype mixed[3] = {AK_Q4_0, AK_Q6_K, AK_Q8_0};
