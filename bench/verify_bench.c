@@ -3,7 +3,7 @@
  * verification table on k + 1 rows, ak_session_verify, then rewound), for each k. The
  * ratio bounds speculation: a check that accepts a drafts gives a + 1 tokens for `ratio`
  * decode steps, so (k + 1) / ratio is the most it can gain.
- *   verify_bench -m FILE [--backend cpu|cuda] [-d DEPTH] [-r REPS] [-t THREADS] [K ...]
+ *   verify_bench -m FILE [--backend cpu|cuda|auto] [-d DEPTH] [-r REPS] [-t THREADS] [K ...]
  * (K: draft counts, 1 to AK_SPEC_MAX; default 1 2 4 8 16) */
 #include "akunu.h"
 #include "engine/session.h"
@@ -42,10 +42,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "-t") && v) sp.n_threads = atoi(argv[++i]);
         else if (!strcmp(a, "--backend") && v) {
             i++;
-            if (!strcmp(v, "cuda")) sp.backend = AK_BACKEND_CUDA;
-            else if (strcmp(v, "cpu")) { fprintf(stderr, "verify_bench: --backend cpu|cuda\n"); return 2; }
+            if (!ak_backend_from_name(v, &sp.backend)) { fprintf(stderr, "verify_bench: --backend cpu|cuda|auto\n"); return 2; }
         } else if (atoi(a) >= 1 && atoi(a) <= AK_SPEC_MAX && nk < AK_SPEC_MAX) ks[nk++] = atoi(a);
-        else { fprintf(stderr, "usage: verify_bench -m FILE [--backend cpu|cuda] [-d DEPTH] [-r REPS] [-t THREADS] [K ...]\n"); return 2; }
+        else { fprintf(stderr, "usage: verify_bench -m FILE [--backend cpu|cuda|auto] [-d DEPTH] [-r REPS] [-t THREADS] [K ...]\n"); return 2; }
     }
     if (!path || depth < 0 || reps < 1) { fprintf(stderr, "verify_bench: -m FILE required\n"); return 2; }
     if (!nk) for (int k = 1; k <= AK_SPEC_MAX; k *= 2) ks[nk++] = k;

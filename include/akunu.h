@@ -197,6 +197,8 @@ AK_API ak_kv_type ak_session_kv_type_v(const ak_session *s);
 /* "f32", "f16", "q8_0", "q4_0", "auto"; and back (false: not one of them). */
 AK_API const char *ak_kv_type_name(ak_kv_type t);
 AK_API bool ak_kv_type_from_name(const char *name, ak_kv_type *out);
+/* "cpu", "cuda" or "auto" as a backend kind (false: none of them). */
+AK_API bool ak_backend_from_name(const char *name, ak_backend_kind *out);
 /* Whether this build has the CUDA backend and a GPU is present. */
 AK_API bool ak_cuda_available(void);
 /* Number of commands the decode table runs per token. */

@@ -117,10 +117,7 @@ int ak_cli_parse(int argc, char **argv, ak_cli_opts *o, const char *usage) {
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) { NEEDV(); r = parse_int(a, v, 1, 1 << 30, &o->ctx); }
         else if (!strcmp(a, "--backend")) {
             NEEDV();
-            if (!strcmp(v, "cpu")) o->backend = AK_BACKEND_CPU;
-            else if (!strcmp(v, "cuda")) o->backend = AK_BACKEND_CUDA;
-            else if (!strcmp(v, "auto")) o->backend = AK_BACKEND_AUTO;
-            else { fprintf(stderr, "akunu: --backend expects cpu, cuda or auto, got '%s'\n", v); return 2; }
+            if (!ak_backend_from_name(v, &o->backend)) { fprintf(stderr, "akunu: --backend expects cpu, cuda or auto, got '%s'\n", v); return 2; }
         }
         else if (!strcmp(a, "--greedy")) { o->greedy = true; o->sp.temperature = 0; }
         else if (!strcmp(a, "--print-ids")) o->print_ids = true;

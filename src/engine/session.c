@@ -189,6 +189,13 @@ bool ak_kv_type_from_name(const char *name, ak_kv_type *out) {
         if (!strcmp(name, ak_kv_type_name(all[i]))) { *out = all[i]; return true; }
     return false;
 }
+bool ak_backend_from_name(const char *name, ak_backend_kind *out) {
+    static const char *const names[] = {"cpu", "cuda", "auto"};
+    static const ak_backend_kind kinds[] = {AK_BACKEND_CPU, AK_BACKEND_CUDA, AK_BACKEND_AUTO};
+    for (size_t i = 0; name && i < sizeof names / sizeof *names; i++)
+        if (!strcmp(name, names[i])) { *out = kinds[i]; return true; }
+    return false;
+}
 bool ak_cuda_available(void) { return ak_backend_cuda_present(); }
 int ak_session_pos(const ak_session *s) { return s->pos; }
 int ak_session_n_ctx(const ak_session *s) { return s->p.n_ctx; }

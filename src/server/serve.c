@@ -75,10 +75,7 @@ static int parse(int argc, char **argv, ak_srv_opts *o, char **key_owned) {
         }
         else if (!strcmp(a, "--draft-max") && (ok = num(a, v, 1, AK_SPEC_MAX, &x))) draft_max = (int)x;
         else if (!strcmp(a, "--backend")) {
-            if (v && !strcmp(v, "cpu")) o->backend = AK_BACKEND_CPU;
-            else if (v && !strcmp(v, "cuda")) o->backend = AK_BACKEND_CUDA;
-            else if (v && !strcmp(v, "auto")) o->backend = AK_BACKEND_AUTO;
-            else { fprintf(stderr, "akunu serve: --backend expects cpu, cuda or auto\n"); return 2; }
+            if (!ak_backend_from_name(v, &o->backend)) { fprintf(stderr, "akunu serve: --backend expects cpu, cuda or auto\n"); return 2; }
         }
         else if (!strcmp(a, "--kv-f16")) o->kv = o->kv_v = AK_KV_F16, takes = false;
         else if (!strcmp(a, "--kv-f32")) o->kv = o->kv_v = AK_KV_F32, takes = false;

@@ -25,6 +25,12 @@ check "run -v --kv q8_0 --kv-v q4_0: K and V caches of those types" 'grep -q "ba
 check "run --kv q8_0 --kv-v q4_0 generates 8 ids ($out)" '[[ "$out" =~ ^[0-9]+(,[0-9]+){7}$ ]]'
 "$bin" run --kv q5 -m "$fx/qwen3/qwen3-f32.gguf" --prompt-ids 1,2 -n 1 >/dev/null 2>"$tmp/e"; rc=$?
 check "run --kv q5: refused (exit 2) with the types it takes" '[ $rc -eq 2 ] && grep -q "q8_0, q4_0" "$tmp/e"'
+"$bin" run -v --backend cpu -m "$fx/qwen3/qwen3-f32.gguf" --prompt-ids 1,2 -n 1 2>"$tmp/v" >/dev/null
+check "run -v --backend cpu: the CPU backend" 'grep -q "backend cpu, KV cache f32$" "$tmp/v"'
+for cmd in run serve; do
+  "$bin" $cmd --backend gpu -m "$fx/qwen3/qwen3-f32.gguf" --prompt-ids 1,2 -n 1 >/dev/null 2>"$tmp/e"; rc=$?
+  check "$cmd --backend gpu: refused (exit 2) with the backends it takes" '[ $rc -eq 2 ] && grep -q "cpu, cuda or auto" "$tmp/e"'
+done
 
 "$bin" logits -m "$fx/gemma2/gemma2-f32.gguf" --prompt-ids "$ids" -o "$tmp/a.f32"
 check "logits writes 24x512 floats" '[ $(stat -c %s "$tmp/a.f32") -eq $((24*512*4)) ]'
