@@ -27,6 +27,9 @@ typedef struct {
     ak_cuda_step *d_step, *h_step;
     region *packed;        /* weight matrices repacked in place */
     int n_packed, cap_packed;
+    struct { const void *w; void *h, *buf; size_t bytes; } *f16;   /* quantized GEMM weights kept as f16 (keep_f16) */
+    int n_f16, cap_f16;
+    size_t f16_bytes;
     int stats;             /* ak_debug's cuda_stats: log host time per step */
     int profile;           /* cuda_profile: time every command (no graphs), logged at the end */
     char skip[256];        /* cuda_skip: decode labels left out (a command's marginal cost; wrong output) */
@@ -79,10 +82,17 @@ static ak_status cu_import(ak_backend *b, const void *host, size_t size, void **
 static void cu_buf_free(ak_backend *b, void *buf) {
     cuda_backend *cb = (cuda_backend *)b;
     if (!buf) return;
-    int k = 0;   /* forget the matrices that lived in this buffer */
+    int k = 0;   /* forget the matrices that lived in this buffer, and their f16 copies */
     for (int i = 0; i < cb->n_packed; i++)
         if (cb->packed[i].buf != buf) cb->packed[k++] = cb->packed[i];
     cb->n_packed = k;
+    k = 0;
+    for (int i = 0; i < cb->n_f16; i++) {
+        if (cb->f16[i].buf != buf) { cb->f16[k++] = cb->f16[i]; continue; }
+        cb->f16_bytes -= cb->f16[i].bytes;
+        cudaFree(cb->f16[i].h);
+    }
+    cb->n_f16 = k;
     cudaFree(buf);
 }
 
@@ -127,6 +137,53 @@ static ak_status claim(cuda_backend *cb, void *buf, void *w, int *dtype, int64_t
         *dtype = ak_cuda_file_layout(*dtype);
     }
     cb->packed[cb->n_packed++] = (region){a, buf, gemv};
+    return AK_OK;
+}
+
+/* A small model's quantized GEMM weights as f16 once, not a tile at every prefill call
+ * (a fifth of an encoder's packed call, all-MiniLM-L6 on an H200): where this table's
+ * come to at most AK_CUDA_F16_KEEP bytes as f16 with what is kept already, each matrix
+ * one tile (ak_cuda_gemm_tile_rows), so that its product runs as the tile's did: the same
+ * values on the same plan, the same logits. */
+#define AK_CUDA_F16_KEEP ((size_t)512 << 20)
+static ak_status keep_f16(cuda_backend *cb, cuda_table *t, const ak_table *tab, void *const bufs[AK_BUF_COUNT], ak_err *err) {
+    for (int pass = 0; pass < 2; pass++) {
+        size_t need = 0;
+        for (int i = 0; i < t->n; i++) {
+            ak_cuda_cmd *c = &t->cmds[i];
+            const ak_p_mm *p = (const ak_p_mm *)c->a.p;
+            if (c->kernel != AK_K_GEMM || p->rowwise || p->last_only) continue;
+            for (int s = 0; s < p->nseg; s++) {
+                const int dt = p->dtype[s];
+                if (dt == AK_F32 || dt == AK_F16 || dt == AK_BF16) continue;
+                if (p->N[s] > ak_cuda_gemm_tile_rows(p->N[s], p->K)) return AK_OK;
+                int k = 0;
+                while (k < cb->n_f16 && cb->f16[k].w != c->a.b[s]) k++;
+                const size_t bytes = (size_t)p->N[s] * (size_t)p->K * 2;
+                if (pass == 0) { need += k < cb->n_f16 ? 0 : bytes; continue; }
+                if (k == cb->n_f16) {
+                    if (cb->n_f16 == cb->cap_f16) {
+                        int cap = cb->cap_f16 ? 2 * cb->cap_f16 : 64;
+                        void *r = realloc(cb->f16, (size_t)cap * sizeof *cb->f16);
+                        if (!r) return ak_fail(err, AK_ERR_NOMEM, "cuda: out of memory");
+                        cb->f16 = r;
+                        cb->cap_f16 = cap;
+                    }
+                    void *h = NULL;
+                    if (cudaMalloc(&h, bytes) != cudaSuccess) { cudaGetLastError(); return AK_OK; }   /* short of memory: a tile a call */
+                    cudaError_t e = (cudaError_t)ak_cuda_gemm_dequant(c->a.b[s], dt, p->K, 0, p->N[s], h, cb->ctx.stream);
+                    if (e != cudaSuccess) { cudaFree(h); return cfail(err, e, "f16 weights"); }
+                    cb->f16[cb->n_f16].w = c->a.b[s];
+                    cb->f16[cb->n_f16].h = h;
+                    cb->f16[cb->n_f16].buf = bufs[tab->cmds[i].bind[s].buf];
+                    cb->f16[cb->n_f16++].bytes = bytes;
+                    cb->f16_bytes += bytes;
+                }
+                c->w16[s] = cb->f16[k].h;
+            }
+        }
+        if (pass == 0 && cb->f16_bytes + need > AK_CUDA_F16_KEEP) return AK_OK;
+    }
     return AK_OK;
 }
 
@@ -521,7 +578,7 @@ static ak_status cu_encode(ak_backend *b, const ak_table *tab, void *const bufs[
             ak_p_embed *pe = (ak_p_embed *)t->cmds[i].a.p;
             st = claim(cb, bufs[tab->cmds[i].bind[0].buf], t->cmds[i].a.b[0], &pe->dtype, pe->dim, 0, false, err);
         }
-    if (st) goto fail;
+    if (st || (st = keep_f16(cb, t, tab, bufs, err))) goto fail;
     if (arena) {
         cudaError_t ce = cudaMalloc(&t->arena, arena);
         if (ce == cudaSuccess) ce = cudaMemsetAsync(t->arena, 0, arena, cb->ctx.stream);
@@ -723,6 +780,8 @@ static void cu_destroy(ak_backend *b) {
                     cb->prof[k].us / (double)cb->prof[k].calls, 100 * cb->prof[k].us / tot);
     }
     if (cb->profile) ak_cuda_gemm_profile_dump();
+    for (int i = 0; i < cb->n_f16; i++) cudaFree(cb->f16[i].h);
+    free(cb->f16);
     ak_cuda_blas_destroy(cb->ctx.blas);
     if (cb->ctx.ws) cudaFree(cb->ctx.ws);
     if (cb->ctx.xs) cudaFree(cb->ctx.xs);

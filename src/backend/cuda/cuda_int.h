@@ -88,6 +88,7 @@ typedef struct {
     int rows;                      /* rows the grid is sized for (this run's n, or the table's) */
     ak_cuda_args a;
     int aux[4];                    /* per kernel: attention splits and chunk, sample blocks */
+    const void *w16[3];            /* GEMM: each quantized segment's f16 copy (NULL: dequantized a tile a call) */
 } ak_cuda_cmd;
 
 /* Launchers (one per kernel family). Each returns a cudaError_t as int. */
@@ -141,6 +142,9 @@ int ak_cuda_blas_create(ak_cuda_blas **g);
 void ak_cuda_blas_destroy(ak_cuda_blas *g);
 /* Weight rows a quantized GEMM dequantizes at a time (its scratch holds that many). */
 int ak_cuda_gemm_tile_rows(int N, int K);
+/* Rows [r0, r0 + nr) of a quantized GEMM weight (dtype as the kernels dispatch on it) to
+ * f16, as the GEMM dequantizes them (cudaError_t as int). */
+int ak_cuda_gemm_dequant(const void *w, int dt, int K, int64_t r0, int nr, void *out, cudaStream_t st);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,8 @@
 /* Prefill GEMM: y[:, seg] = x W_seg^T (+ bias) over n rows, by cuBLASLt. F32 weights in
  * f32 (no TF32: the f32 fixtures hold to 1e-4). F16/BF16 weights are used in place;
  * quantized weights are dequantized (exactly as the reference does, then rounded to f16) a
- * tile of rows at a time into scratch. Activations are converted to f16 (bf16 for BF16
+ * tile of rows at a time into scratch, or once where a small model's are kept as f16
+ * (backend.c, keep_f16). Activations are converted to f16 (bf16 for BF16
  * weights) and the product runs on tensor cores with f32 accumulation and f32 output.
  * A row's result does not depend on how many rows the call has (a prompt cut anywhere,
  * a cached prefix, a server slot's batch: the same logits): each shape's algorithm is
@@ -234,6 +235,16 @@ static bool dequant_kq(int dt, const uint8_t *w, int K, int64_t r0, int nr, __ha
     }
 }
 
+extern "C" int ak_cuda_gemm_dequant(const void *w, int dt, int K, int64_t r0, int nr, void *out, cudaStream_t st) {
+    const uint8_t *wg = (const uint8_t *)w;
+    const bool vec = (dt == AK_Q4_0 || dt == AK_Q8_0) && K % 256 == 0 && ((uintptr_t)wg & 15) == 0;
+    const int nblk = blocks_for((int64_t)nr * (K / 32), 128);
+    if (vec && dt == AK_Q4_0) k_dequant16_fast<AK_Q4_0><<<nblk, 128, 0, st>>>(wg, K, r0, nr, (__half *)out);
+    else if (vec) k_dequant16_fast<AK_Q8_0><<<nblk, 128, 0, st>>>(wg, K, r0, nr, (__half *)out);
+    else if (!dequant_kq(dt, wg, K, r0, nr, (__half *)out, st)) k_dequant16<__half><<<nblk, 128, 0, st>>>(wg, dt, K, r0, nr, (__half *)out);
+    return (int)cudaGetLastError();
+}
+
 template <class T>
 __global__ void k_to16(const float *x, int ld_x, int K, int n, T *out) {
     int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
@@ -327,9 +338,9 @@ extern "C" int ak_cuda_gemm(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
                 converted = cls;
                 gp_end(st, "to16", n, K, 0);
             }
-            if (dt == AK_F16 || dt == AK_BF16) {
+            if (dt == AK_F16 || dt == AK_BF16 || c->w16[s]) {   /* the weights in f16 already (kept: same values, one tile) */
                 gp_begin(st);
-                cs = mm(g, st, cls, N, K, n, c->a.b[s], x->xs, K, y + col, p->ld_y);
+                cs = mm(g, st, cls, N, K, n, c->w16[s] ? c->w16[s] : c->a.b[s], x->xs, K, y + col, p->ld_y);
                 gp_end(st, "gemm16", N, n, K);
             } else {
                 int64_t tile = ak_cuda_gemm_tile_rows(N, K);
@@ -337,12 +348,7 @@ extern "C" int ak_cuda_gemm(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
                 for (int64_t r0 = 0; r0 < N && cs == CUBLAS_STATUS_SUCCESS; r0 += tile) {
                     int nr = (int)(N - r0 < tile ? N - r0 : tile);
                     gp_begin(st);
-                    const uint8_t *wg = (const uint8_t *)c->a.b[s];
-                    bool vec = (dt == AK_Q4_0 || dt == AK_Q8_0) && K % 256 == 0 && ((uintptr_t)wg & 15) == 0;
-                    int nblk = blocks_for((int64_t)nr * (K / 32), 128);
-                    if (vec && dt == AK_Q4_0) k_dequant16_fast<AK_Q4_0><<<nblk, 128, 0, st>>>(wg, K, r0, nr, (__half *)x->ws);
-                    else if (vec) k_dequant16_fast<AK_Q8_0><<<nblk, 128, 0, st>>>(wg, K, r0, nr, (__half *)x->ws);
-                    else if (!dequant_kq(dt, wg, K, r0, nr, (__half *)x->ws, st)) k_dequant16<__half><<<nblk, 128, 0, st>>>(wg, dt, K, r0, nr, (__half *)x->ws);
+                    ak_cuda_gemm_dequant(c->a.b[s], dt, K, r0, nr, x->ws, st);
                     gp_end(st, "dequant", nr, K, dt);
                     gp_begin(st);
                     cs = mm(g, st, 0, nr, K, n, x->ws, x->xs, K, y + col + r0, p->ld_y);
