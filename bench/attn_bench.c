@@ -13,12 +13,7 @@
 #include <time.h>
 #include "backend/cpu/cpu.h"
 #include "core/dtype.h"
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "bench_util.h"
 
 typedef struct { ak_cpu_cmd *c; int nc, ith, nth; ak_cpu_tls tls; int reps; pthread_barrier_t *bar; } worker;
 
@@ -74,11 +69,11 @@ int main(int argc, char **argv) {
                     worker w[2];
                     pthread_t t[2];
                     for (int i = 0; i < nth; i++) w[i] = (worker){c, layers, i, nth, {malloc(sn * 4), sn}, reps, &bar};
-                    double t0 = now();
+                    double t0 = now_s();
                     for (int i = 1; i < nth; i++) pthread_create(&t[i], NULL, work, &w[i]);
                     work(&w[0]);
                     for (int i = 1; i < nth; i++) pthread_join(t[i], NULL);
-                    double dt = (now() - t0) / reps;
+                    double dt = (now_s() - t0) / reps;
                     if (dt < best) best = dt;
                     for (int i = 0; i < nth; i++) free(w[i].tls.scratch);
                     pthread_barrier_destroy(&bar);

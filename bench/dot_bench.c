@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <time.h>
 #include "backend/cpu/cpu.h"
+#include "bench_util.h"
 
 #define N 4096
 #define K 4096
@@ -13,12 +14,6 @@
 static uint64_t rng = 88172645463325252ull;
 static uint32_t rnd(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return (uint32_t)rng; }
 static float rndf(void) { return (float)rnd() / 4294967296.0f - 0.5f; }
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* Offsets of the f16 scales in a block (-1 ends), so random bytes make finite values. */
 static const int scales[AK_DTYPE_COUNT][3] = {
@@ -64,9 +59,9 @@ int main(void) {
             ak_dot_fn dot = ak_cpu_dot(t);
             double best = 1e30;
             for (int rep = 0; rep < (lv ? 7 : 2); rep++) {
-                double t0 = now();
+                double t0 = now_s();
                 for (int r = 0; r < N; r++) y[r] = dot(K, w + (size_t)r * rb, x, scr);
-                double dt = now() - t0;
+                double dt = now_s() - t0;
                 if (dt < best) best = dt;
             }
             printf("  %10.2f", (double)bytes / best / 1e9);

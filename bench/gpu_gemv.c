@@ -7,6 +7,7 @@
  * is a rowwise GEMM of R rows (a speculative check of R - 1 drafts), GB/s still the weights'.
  *   gpu_gemv [-r R] [TYPE ...]  (a dtype's name: q4_0, q4_k, q6_k, f16...; default q4_0 q8_0) */
 #include "backend/backend.h"
+#include "bench_util.h"
 #include "core/dtype.h"
 #include "core/kernels.h"
 #include "core/table.h"
@@ -18,17 +19,6 @@
 
 #define RUNS 9
 #define CMDS 24
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* Random quants with small finite f16 scales at the start of every block. */
 static void fill(uint8_t *p, ak_dtype t, size_t bytes, uint64_t *s) {

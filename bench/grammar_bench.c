@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "bench_util.h"
 #include "engine/grammar.h"
 #include "format/gguf.h"
 
@@ -36,16 +37,6 @@ static const char *docs[] = {
     "explanation string that goes on for a while, as model outputs often do, so that most steps are inside a string.\"}",
 };
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 static double pct(double *v, int n, double q) {
     if (!n) return 0;
     qsort(v, (size_t)n, sizeof *v, cmp_d);
@@ -66,13 +57,13 @@ static void bench(const char *path) {
     ak_grammar *g = NULL;
     ak_gvocab *v = NULL;
     ak_gmatch *m = NULL;
-    double t0 = now();
+    double t0 = now_s();
     if (ak_grammar_parse(json_gbnf, strlen(json_gbnf), NULL, &g, &err) || ak_gvocab_create(tok, n_vocab, &v, &err) ||
         ak_gmatch_create(g, v, &m, &err)) {
         printf("%s: %s\n", path, err.msg);
         goto done;
     }
-    double t_vocab = now() - t0;
+    double t_vocab = now_s() - t0;
     uint32_t *mask = malloc(((size_t)n_vocab + 31) / 32 * 4);
     enum { MAXT = 4096 };
     static double walk[MAXT], cached[MAXT], fresh[MAXT], miss[MAXT];
@@ -90,11 +81,11 @@ static void bench(const char *path) {
         ak_gmatch_reset(m);
         size_t done = 0;
         for (int i = 0; i <= n && n_walk < MAXT; i++) {
-            double a = now();
+            double a = now_s();
             int c = ak_gmatch_mask(m, mask);
-            double b = now();
+            double b = now_s();
             ak_gmatch_mask(m, mask);
-            double e = now();
+            double e = now_s();
             walk[n_walk] = b - a, cached[n_walk] = e - b;
             if (n_walk == 0) t_first = b - a;
             int w = 0;
@@ -125,9 +116,9 @@ static void bench(const char *path) {
                     for (int k = 0; k < i; k++)
                         if (!ak_tokenizer_piece(tok, ids[k], false, piece, sizeof piece, &len, NULL))
                             ak_gmatch_accept_bytes(f, piece, len);
-                    double x = now();
+                    double x = now_s();
                     ak_gmatch_mask(f, mask);
-                    fresh[n_fresh++] = now() - x;
+                    fresh[n_fresh++] = now_s() - x;
                     ak_gmatch_free(f);
                 }
             }

@@ -22,6 +22,7 @@
 #include <time.h>
 #include "format/gguf.h"
 #include "model/tokenizer.h"
+#include "bench_util.h"
 
 #ifndef AKUNU_SRC
 #define AKUNU_SRC "."
@@ -201,17 +202,6 @@ static void make_input(int which, double scale, buf *b) {
 }
 
 /* ---- runs ---- */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 typedef struct { char name[64]; char path[4096]; const char *pre; vocab v; double load_s; } vocab_ent;
 

@@ -6,27 +6,12 @@
  *   verify_bench -m FILE [--backend cpu|cuda|auto] [-d DEPTH] [-r REPS] [-t THREADS] [K ...]
  * (K: draft counts, 1 to AK_SPEC_MAX; default 1 2 4 8 16) */
 #include "akunu.h"
+#include "bench_util.h"
 #include "engine/session.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 #define DECODE_N 64
 
