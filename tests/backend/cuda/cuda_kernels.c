@@ -158,17 +158,18 @@ static const ak_dtype all_types[] = {AK_F32, AK_F16, AK_BF16, AK_Q4_0, AK_Q4_1, 
 
 static bool is_float(ak_dtype t) { return t == AK_F32 || t == AK_F16 || t == AK_BF16; }
 
-/* x as the int8 kernels multiply it: per 32 values d = max|x| / 127 and d * round(x / d),
- * in place. Against a reference of these values their results differ only by float
- * rounding and the odd code one off where x / d lies at a half: a wrong scale, offset or
- * group of any block format shows at once, which a reference of x itself (1e-2 apart)
- * would hide for small ones. */
+/* x as the int8 kernels multiply it, in place: per 32 values d = max|x| / 127 and the codes
+ * round(x * (127 / max|x|)), in float as the kernels make them (dividing by d in double
+ * put the odd code one off where x / d lies at a half: rel 2e-4 on some random inputs).
+ * Against a reference of these values their results differ only by float rounding where
+ * x is the kernels' input: a wrong scale, offset or group of any block format shows at
+ * once, which a reference of x itself (1e-2 apart) would hide for small ones. */
 static void x_codes(double *x, int K) {
     for (int b = 0; b < K; b += 32) {
-        double amax = 0;
-        for (int i = b; i < b + 32; i++) amax = fmax(amax, fabs(x[i]));
-        double d = (float)(amax / 127.0);
-        for (int i = b; i < b + 32; i++) x[i] = d > 0 ? d * rint(x[i] / d) : 0.0;
+        float amax = 0.f;
+        for (int i = b; i < b + 32; i++) amax = fmaxf(amax, fabsf((float)x[i]));
+        const float id = amax > 0.f ? 127.f / amax : 0.f, d = amax / 127.f;
+        for (int i = b; i < b + 32; i++) x[i] = (double)d * (double)rintf((float)x[i] * id);
     }
 }
 
