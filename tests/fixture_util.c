@@ -105,6 +105,23 @@ ak_session *ak_fx_session(ak_model *m, ak_backend_kind backend, int n_ctx, int c
     return s;
 }
 
+bool ak_fx_next_logits(ak_session *s, ak_session *fresh, int32_t next, float *a, float *b) {
+    const int n = ak_session_pos(s);
+    int32_t *ids = malloc((size_t)(n + 1) * sizeof *ids), pick;
+    ak_err err = {{0}};
+    bool ok = ids != NULL;
+    CHECK(ok, "out of memory");
+    if (ok) {
+        memcpy(ids, ak_session_tokens(s), (size_t)n * sizeof *ids);
+        ids[n] = next;
+        ak_session_reset(fresh);
+        ok = !ak_prefill(s, ids + n, 1, &pick, a, &err) && !ak_prefill(fresh, ids, n + 1, &pick, b, &err);
+        CHECK(ok, "%s", err.msg);
+    }
+    free(ids);
+    return ok;
+}
+
 void ak_fx_kv_auto(const ak_fx *f, ak_model *m, ak_kv_type want) {
     ak_session_params p = params(f, 0, AK_KV_AUTO);
     ak_session *s = NULL;

@@ -39,6 +39,10 @@ void ak_fx_greedy(const ak_fx *f, ak_model *m, const char *name, const char *typ
  * `what` if it cannot be made. */
 ak_session *ak_fx_session(ak_model *m, ak_backend_kind backend, int n_ctx, int chunk, ak_kv_type kv, bool logits_all,
                           const char *what);
+/* The logits after one more id `next` through s (its cache as it stands, e.g. after
+ * rejected drafts were taken back) into a, and a fresh session's over all of s's ids and
+ * `next` into b (both vocab floats); false and a failed check if either fails. */
+bool ak_fx_next_logits(ak_session *s, ak_session *fresh, int32_t next, float *a, float *b);
 /* AK_KV_AUTO resolves to `want` on this backend and gives the same logits, bit for bit;
  * a KV type outside the enum is refused with a message. */
 void ak_fx_kv_auto(const ak_fx *f, ak_model *m, ak_kv_type want);

@@ -56,16 +56,12 @@ static void spec(const ak_fx *f, const char *name, const ak_fx_type *ty, ak_mode
               ty->type, r.n_accepted, r.n_drafted);
         if (r.n_accepted == r.n_drafted) continue;
         /* rejected drafts were taken back: one more token's logits as a fresh session's */
-        const int n = ak_session_pos(s), V = ak_model_vocab(m);
-        int32_t *ids = malloc((size_t)(n + 1) * sizeof *ids), next;
-        float *a = malloc((size_t)V * sizeof *a), *b = malloc((size_t)V * sizeof *b);
-        if (!ids || !a || !b) { CHECK(0, "out of memory"); free(ids); free(a); free(b); break; }
-        memcpy(ids, ak_session_tokens(s), (size_t)n * sizeof *ids);
-        ids[n] = got[N - 1];
-        ak_session_reset(fresh);
-        CHECK(!ak_prefill(s, ids + n, 1, &next, a, &err) && !ak_prefill(fresh, ids, n + 1, &next, b, &err), "%s", err.msg);
-        check(name, ty->type, how == 1 ? "after n-gram" : "after draft", a, b, (size_t)V, ty->tol);
-        free(ids); free(a); free(b);
+        const size_t V = (size_t)ak_model_vocab(m);
+        float *a = malloc(V * sizeof *a), *b = malloc(V * sizeof *b);
+        if (!a || !b) CHECK(0, "out of memory");
+        else if (ak_fx_next_logits(s, fresh, got[N - 1], a, b))
+            check(name, ty->type, how == 1 ? "after n-gram" : "after draft", a, b, V, ty->tol);
+        free(a); free(b);
     }
 out:
     ak_session_free(s);
