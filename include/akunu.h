@@ -201,8 +201,11 @@ AK_API bool ak_kv_type_from_name(const char *name, ak_kv_type *out);
 AK_API bool ak_backend_from_name(const char *name, ak_backend_kind *out);
 /* Whether this build has the CUDA backend and a GPU is present. */
 AK_API bool ak_cuda_available(void);
-/* Number of commands the decode table runs per token. */
+/* Number of commands the decode table runs per token (an encoder's table: per call). */
 AK_API int ak_session_table_size(const ak_session *s);
+/* Command i of that table as the backend runs it: label, kernel and the neighbours' work
+ * fused into it, e.g. "layer.0.qkv  gemv (norm in)". false when i is out of range. */
+AK_API bool ak_session_table_command(const ak_session *s, int i, char *buf, size_t size);
 AK_API int ak_session_pos(const ak_session *s);
 AK_API int ak_session_n_ctx(const ak_session *s);
 /* The ids whose keys and values the KV cache holds, [0, pos). */

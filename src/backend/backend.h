@@ -41,6 +41,10 @@ struct ak_backend {
                               several rows, and its GEMMs honour ak_p_mm.rowwise */
     bool kv_ring;          /* its rope_kv and attention honour ak_p_rope_kv.cap and ak_p_attn.cap (ak_kv_row): a
                               sliding-window layer's cache is then a ring of its window, not the context */
+    /* Whether it runs command c with the fusions c->fuse asks for (core/kernels.h's
+     * AK_FUSE_*): the table builder asks so for each fused command it would emit in a
+     * decode table, and emits the commands apart where not. NULL: it claims none. */
+    bool (*fuses)(ak_backend *b, const ak_cmd *c);
     bool pack_inputs;      /* a call costs it more to launch than its rows to run (a GPU): an encoder's inputs
                               go into one call, each padded to the attention's key tile (AK_ATTN_SEGMENTS) */
     void (*destroy)(ak_backend *b);

@@ -121,6 +121,26 @@ static inline AK_HD void ak_key_range(const ak_p_attn *p, const int32_t *seg, in
     *lo = (p->window > 0 && q - p->window + 1 > 0) ? q - p->window + 1 : 0;
 }
 
+/* Fusions: work of neighbouring commands that a command does in place of them
+ * (ak_cmd.fuse, with what they take in ak_cmd.fp). The builder emits them in a decode
+ * table only where the backend claims the fused command (ak_backend.fuses), so the table
+ * lists exactly the launches that run. */
+enum {
+    AK_FUSE_NORM_IN = 1,    /* GEMV: x = rmsnorm(x) * w first, w bound at 6, fp.eps (the NORM or ADD_NORM before) */
+    AK_FUSE_ADD_OUT = 2,    /* GEMV, GEMV_ACT_DOWN: y += W x (the residual add of the ADD_NORM after); y is the residual */
+    AK_FUSE_GATE_OUT = 4,   /* GEMV of gate and up (2 segments): y[0..N) = act(W_0 x) * (W_1 x), act fp.act */
+    AK_FUSE_GATE_IN = 8,    /* GEMV_ACT_DOWN: x is act(g) * u already, K floats (the GATE_OUT GEMV before) */
+    AK_FUSE_ROPE = 16,      /* ATTN_DECODE: the ROPE_KV before (fp.rope; its q_norm, k_norm, inv_freq and bias
+                               bound at 4..7), leaving the QKV row unroped */
+    AK_FUSE_SPLITS_OUT = 32,/* ATTN_DECODE: its key splits left unmerged, for the GEMV after (out unwritten) */
+    AK_FUSE_MERGE_IN = 64,  /* GEMV: x is the attention before's splits, merged as it reads them */
+};
+typedef struct ak_p_fused {
+    float eps;              /* NORM_IN */
+    int32_t act;            /* GATE_OUT */
+    ak_p_rope_kv rope;      /* ROPE (n and pos as the attention's) */
+} ak_p_fused;
+
 typedef struct { int32_t n, cols; float cap; } ak_p_softcap;
 /* kv_len: the chosen token's position (the draw's key; the penalty window ends before it).
  * all: a choice from every row i, for position pos + 1 + i, into tokens[pos + 1 + i]

@@ -51,3 +51,17 @@ void ak_cmd_patch(ak_cmd *dst, const ak_cmd *src, int pos, int n) {
     if (src->patch & AK_PATCH_TOK_IN) dst->bind[src->bind_tok].off += 4 * (uint64_t)pos;
     if (src->patch & AK_PATCH_TOK_OUT) dst->bind[src->bind_tok].off += 4 * (uint64_t)(pos + n);
 }
+
+void ak_cmd_describe(const ak_table *t, int i, char *buf, size_t size) {
+    static const char *const fused[] = {"norm in", "residual add out", "act(g) * u out", "act(g) * u in",
+                                        "rope_kv", "splits out", "split merge in"};
+    const ak_cmd *c = &t->cmds[i];
+    int n = snprintf(buf, size, "%-28s %s", t->labels[i], c->kernel < AK_K_COUNT ? ak_kernel_names[c->kernel] : "?");
+    const char *sep = " (";
+    for (int f = 0; f < (int)(sizeof fused / sizeof *fused); f++) {
+        if (!(c->fuse & (1u << f)) || n < 0 || (size_t)n >= size) continue;
+        n += snprintf(buf + n, size - (size_t)n, "%s%s", sep, fused[f]);
+        sep = ", ";
+    }
+    if (c->fuse && n >= 0 && (size_t)n < size) snprintf(buf + n, size - (size_t)n, ")");
+}

@@ -32,8 +32,10 @@ typedef struct {
     uint8_t patch;
     uint8_t off_pos, off_kv, off_n, bind_tok;
     uint32_t work;            /* units of parallel work (rows, heads, ...) */
+    uint32_t fuse;            /* AK_FUSE_* (kernels.h): neighbours' work done here */
     ak_bind bind[8];
     _Alignas(8) uint8_t params[64];
+    ak_p_fused fp;            /* what the fusions take */
 } ak_cmd;
 
 typedef struct {
@@ -47,6 +49,9 @@ void ak_table_free(ak_table *t);
 /* Appends a command; returns NULL (and sets *st) when out of memory. */
 ak_cmd *ak_table_push(ak_table *t, ak_kernel k, const void *params, size_t psize, const char *label);
 void ak_cmd_bind(ak_cmd *c, int slot, ak_buf_id buf, size_t off);
+/* Command i as it runs, for people: its label, kernel and fusions, e.g.
+ * "layer.0.qkv  gemv (norm in)". */
+void ak_cmd_describe(const ak_table *t, int i, char *buf, size_t size);
 /* The patched copy of a command for step (pos, n). */
 void ak_cmd_patch(ak_cmd *dst, const ak_cmd *src, int pos, int n);
 

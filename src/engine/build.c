@@ -217,6 +217,144 @@ static void ffn_block(builder *b, int l) {
     add_norm(b, AK_BUF_T, L->post_ffn_norm, next, NULL, "ffn_residual_norm", l);
 }
 
+/* ---- Decode fusions: pairs of commands done by one where the backend claims the
+ * fused command (ak_backend.fuses). Each boundary between dependent kernels costs a GPU
+ * a few microseconds even inside a graph. ---- */
+
+static bool same_bind(ak_bind a, ak_bind b) { return a.buf == b.buf && a.off == b.off; }
+
+static bool claims(ak_backend *be, const ak_cmd *c) { return be->fuses(be, c); }
+
+/* The attention at i and the output projection after it, reading all its output. */
+static bool merge_pair(const ak_table *t, int i) {
+    if (i + 1 >= t->n) return false;
+    const ak_cmd *a = &t->cmds[i], *g = &t->cmds[i + 1];
+    const ak_p_attn *at = (const ak_p_attn *)a->params;
+    return a->kernel == AK_K_ATTN_DECODE && g->kernel == AK_K_GEMV && same_bind(a->bind[3], g->bind[3]) &&
+           ((const ak_p_mm *)g->params)->K == at->n_heads * at->head_dim;
+}
+
+/* The two-segment gate/up GEMV at i and the act_down after it, reading its output. */
+static bool gate_pair(const ak_table *t, int i) {
+    if (i + 1 >= t->n) return false;
+    const ak_cmd *g = &t->cmds[i], *d = &t->cmds[i + 1];
+    const ak_p_mm *m = (const ak_p_mm *)g->params;
+    return g->kernel == AK_K_GEMV && d->kernel == AK_K_GEMV_ACT_DOWN && m->nseg == 2 && m->N[0] == m->N[1] &&
+           m->dtype[0] == m->dtype[1] && ((const ak_p_act_down *)d->params)->K == m->N[0] && same_bind(g->bind[4], d->bind[1]);
+}
+
+/* Whether every command that binds buf binds it at slot s0 of the first command of a
+ * pair, or at slot s1 of the second: what passes between them may then change form. */
+static bool bound_in_pairs(const ak_table *t, uint32_t buf, bool (*pair)(const ak_table *, int), int s0, int s1) {
+    for (int j = 0; j < t->n; j++)
+        for (int s = 0; s < t->cmds[j].nbind; s++)
+            if (t->cmds[j].bind[s].buf == buf && !((s == s0 && pair(t, j)) || (s == s1 && j > 0 && pair(t, j - 1)))) return false;
+    return true;
+}
+
+/* The attention leaves its splits and the output projection merges them as it reads x;
+ * the gate/up GEMV writes act(g) * u, which the down projection reads as its x. */
+static void fuse_pairs(ak_table *t, ak_backend *be, bool (*pair)(const ak_table *, int), int s0, int s1, uint32_t f0, uint32_t f1) {
+    for (int i = 0; i + 1 < t->n; i++) {
+        if (!pair(t, i) || !bound_in_pairs(t, t->cmds[i].bind[s0].buf, pair, s0, s1)) continue;
+        ak_cmd c0 = t->cmds[i], c1 = t->cmds[i + 1];
+        c0.fuse |= f0;
+        c1.fuse |= f1;
+        /* params read where they lie: a cast of a local copy's bytes may be read before the copy (-O2) */
+        if (f0 & AK_FUSE_GATE_OUT) c0.fp.act = ((const ak_p_act_down *)t->cmds[i + 1].params)->act;
+        if (claims(be, &c0) && claims(be, &c1)) { t->cmds[i] = c0; t->cmds[i + 1] = c1; }
+    }
+}
+
+/* Whether no command from `from` on reads buf before a norm writes it again. */
+static bool sole_reader(const ak_table *t, int from, ak_bind buf) {
+    for (int j = from; j < t->n; j++) {
+        const ak_cmd *c = &t->cmds[j];
+        int out = c->kernel == AK_K_NORM ? 2 : c->kernel == AK_K_ADD_NORM ? 4 : -1;
+        for (int s = 0; s < c->nbind; s++)
+            if (s != out && c->bind[s].buf == buf.buf) return false;
+        if (out >= 0 && same_bind(c->bind[out], buf)) return true;
+    }
+    return true;
+}
+
+/* Whether no command from `from` on reads the QKV row a folded rope leaves unroped,
+ * before a GEMV rewrites the whole row. */
+static bool row_dead(const ak_table *t, int from, ak_bind row, int ld) {
+    for (int j = from; j < t->n; j++) {
+        const ak_cmd *c = &t->cmds[j];
+        for (int s = 0; s < c->nbind; s++)
+            if (c->bind[s].buf == row.buf && !(c->kernel == AK_K_GEMV && s == 4)) return false;
+        if (c->kernel == AK_K_GEMV && same_bind(c->bind[4], row)) {
+            const ak_p_mm *m = (const ak_p_mm *)c->params;
+            return m->N[0] + m->N[1] + m->N[2] >= ld;
+        }
+    }
+    return true;
+}
+
+/* The rope_kv folds into the attention after it; around each RMSNorm, "x += W h;
+ * xn = norm(x) w; y = W' xn" becomes "x += W h" (the GEMV adds into the residual) and
+ * "y = W' norm(x) w" (the next GEMV normalises its own x), and a lone norm before a GEMV
+ * folds into it. Post-norms and LayerNorm keep their commands. */
+static void fuse_norms(ak_table *t, ak_backend *be) {
+    int k = 0;
+    for (int i = 0; i < t->n; i++) {
+        ak_cmd *c = &t->cmds[i], *next = i + 1 < t->n ? &t->cmds[i + 1] : NULL;
+        if (c->kernel == AK_K_ROPE_KV && next && next->kernel == AK_K_ATTN_DECODE) {
+            const ak_p_rope_kv *r = (const ak_p_rope_kv *)c->params;
+            const ak_p_attn *at = (const ak_p_attn *)next->params;
+            ak_cmd a = *next;
+            a.fuse |= AK_FUSE_ROPE;
+            a.fp.rope = *r;
+            const int from[4] = {1, 2, 3, 6};
+            for (int s = 0; s < 4; s++) ak_cmd_bind(&a, 4 + s, (ak_buf_id)c->bind[from[s]].buf, c->bind[from[s]].off);
+            if (same_bind(c->bind[0], next->bind[0]) && same_bind(c->bind[4], next->bind[1]) &&
+                same_bind(c->bind[5], next->bind[2]) && at->ld_q == r->ld && at->n_heads == r->n_heads &&
+                at->n_kv_heads == r->n_kv_heads && at->head_dim == r->head_dim && at->kt == r->kt && at->vt == r->vt &&
+                at->max_seq == r->max_seq && at->cap == r->cap && row_dead(t, i + 2, c->bind[0], r->ld) && claims(be, &a)) {
+                *next = a;
+                continue;
+            }
+        }
+        bool add = c->kernel == AK_K_ADD_NORM;
+        const ak_p_norm *np = (const ak_p_norm *)c->params;
+        if ((add || c->kernel == AK_K_NORM) && np->flags == 0 && next && next->kernel == AK_K_GEMV &&
+            !(next->fuse & AK_FUSE_MERGE_IN) && same_bind(next->bind[3], c->bind[add ? 4 : 2]) &&
+            sole_reader(t, i + 2, c->bind[add ? 4 : 2])) {
+            const ak_cmd *prev = k > 0 ? &t->cmds[k - 1] : NULL;
+            ak_cmd g = *next, p = prev ? *prev : (ak_cmd){0};
+            g.fuse |= AK_FUSE_NORM_IN;
+            g.fp.eps = np->eps;
+            ak_cmd_bind(&g, 3, (ak_buf_id)c->bind[0].buf, c->bind[0].off);
+            ak_cmd_bind(&g, 6, (ak_buf_id)c->bind[add ? 3 : 1].buf, c->bind[add ? 3 : 1].off);
+            bool ok = claims(be, &g);
+            if (ok && add) {   /* the add goes into the command before, which must write all of a */
+                int out = p.kernel == AK_K_GEMV_ACT_DOWN ? 2 : 4;
+                const ak_p_mm *pm = prev ? (const ak_p_mm *)prev->params : NULL;
+                ok = prev && !(p.fuse & AK_FUSE_ADD_OUT) && same_bind(p.bind[out], c->bind[1]) &&
+                     (p.kernel == AK_K_GEMV_ACT_DOWN ? ((const ak_p_act_down *)prev->params)->N == np->dim
+                                                      : p.kernel == AK_K_GEMV && pm->nseg == 1 && pm->N[0] == np->dim);
+                p.fuse |= AK_FUSE_ADD_OUT;
+                ak_cmd_bind(&p, out, (ak_buf_id)c->bind[0].buf, c->bind[0].off);
+                ok = ok && claims(be, &p);
+                if (ok) t->cmds[k - 1] = p;
+            }
+            if (ok) { *next = g; continue; }
+        }
+        if (k != i) { t->cmds[k] = *c; memcpy(t->labels[k], t->labels[i], sizeof t->labels[k]); }
+        k++;
+    }
+    t->n = k;
+}
+
+void ak_table_fuse(ak_table *t, ak_backend *be) {
+    if (!be || !be->fuses || t->max_rows != 1) return;
+    fuse_pairs(t, be, merge_pair, 3, 3, AK_FUSE_SPLITS_OUT, AK_FUSE_MERGE_IN);
+    fuse_pairs(t, be, gate_pair, 4, 1, AK_FUSE_GATE_OUT, AK_FUSE_GATE_IN);
+    fuse_norms(t, be);
+}
+
 ak_status ak_table_build(const ak_model *m, const ak_build_opts *o, ak_table *t, ak_err *err) {
     const ak_config *cfg = &m->cfg;
     memset(t, 0, sizeof *t);
@@ -286,6 +424,7 @@ ak_status ak_table_build(const ak_model *m, const ak_build_opts *o, ak_table *t,
         }
     }
     free(b.kv_off);
+    if (!b.oom && !o->prefill && !o->unfused) ak_table_fuse(t, o->be);
     if (b.oom) { ak_table_free(t); return ak_fail(err, AK_ERR_NOMEM, "table: out of memory"); }
     return AK_OK;
 }

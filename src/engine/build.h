@@ -1,6 +1,7 @@
 /* Table builder: walks the architecture once and emits the per-token command list. */
 #ifndef AK_BUILD_H
 #define AK_BUILD_H
+#include "backend/backend.h"
 #include "core/table.h"
 #include "model/model.h"
 
@@ -17,6 +18,7 @@ typedef struct {
                               round each row as a GEMV (a backend with rows_as_decode): verification then
                               chooses exactly as decoding would */
     bool unfused;          /* emit the unfused variants (for testing the fused ones) */
+    ak_backend *be;        /* decode: the backend whose fused commands (ak_backend.fuses) the table takes */
 } ak_build_opts;
 
 /* Whether the model's tables take several inputs in one call (an encoder with learned or
@@ -36,5 +38,8 @@ int ak_build_ring(const ak_model *m, int max_seq, int rows);
 int ak_build_kv_rows(const ak_model *m, const ak_build_opts *o, int l);
 size_t ak_build_kv_bytes(const ak_model *m, const ak_build_opts *o, int l);
 ak_status ak_table_build(const ak_model *m, const ak_build_opts *o, ak_table *t, ak_err *err);
+/* The decode fusions be claims (ak_backend.fuses), done to a one-row table in place: what
+ * ak_table_build does to a decode table (tests apply it to tables of their own). */
+void ak_table_fuse(ak_table *t, ak_backend *be);
 
 #endif

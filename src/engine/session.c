@@ -113,6 +113,7 @@ ak_status ak_session_create_ex(ak_model *m, const ak_session_params *pp, bool un
     ak_build_opts od = kv_opts(s);
     od.rows = 1;
     od.unfused = unfused;
+    od.be = s->be;
     ak_build_opts op = od;
     op.prefill = true;
     op.rows = p.chunk;
@@ -167,6 +168,13 @@ void ak_session_free(ak_session *s) {
 }
 
 int ak_session_table_size(const ak_session *s) { return s->m->arch->encoder ? s->prefill.n : s->decode.n; }
+
+bool ak_session_table_command(const ak_session *s, int i, char *buf, size_t size) {
+    const ak_table *t = s->m->arch->encoder ? &s->prefill : &s->decode;
+    if (i < 0 || i >= t->n || !buf || !size) return false;
+    ak_cmd_describe(t, i, buf, size);
+    return true;
+}
 const char *ak_session_backend(const ak_session *s) { return s->be->name; }
 int ak_session_threads(const ak_session *s) { return s->be->n_threads; }
 ak_kv_type ak_session_kv_type(const ak_session *s) { return s->p.kv_type; }

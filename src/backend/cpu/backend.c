@@ -180,6 +180,10 @@ static ak_status cpu_encode(ak_backend *b, const ak_table *tab, void *const bufs
             cpu_encoded_free(b, t);
             return ak_fail(err, AK_ERR_BACKEND, "cpu: no kernel for id %d", c->kernel);
         }
+        if (c->fuse) {   /* it claims no fusions (ak_backend.fuses) */
+            cpu_encoded_free(b, t);
+            return ak_fail(err, AK_ERR_UNSUPPORTED, "cpu: %s asks for fusions 0x%x, which this backend does not run", tab->labels[i], (unsigned)c->fuse);
+        }
         e->fn = kernel_fns[c->kernel];
         for (int j = 0; j < c->nbind; j++) e->b[j] = (uint8_t *)bufs[c->bind[j].buf] + c->bind[j].off;
         memcpy(e->p, c->params, sizeof e->p);

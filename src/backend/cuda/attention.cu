@@ -114,7 +114,7 @@ template <int DPL> __device__ __forceinline__ void wht_regs(float (&v)[DPL], int
     for (int e = 0; e < DPL; e++) v[e] *= sc;
 }
 
-/* The rope_kv folded into a one-row decode attention (fuse_decode), with k_rope_kv's
+/* The rope_kv folded into a one-row decode attention (AK_FUSE_ROPE), with k_rope_kv's
  * arithmetic: the block ropes (and head-normalises, and over a quantized cache rotates:
  * ak_kv_rot) its own query heads from the QKV row into sq[0, G); the block whose keys end
  * at this position (cur) also makes its KV head's key and value (sq[G], sq[G + 1]) and

@@ -339,112 +339,70 @@ static size_t cmd_scratch(ak_cuda_cmd *c, int max_rows, ak_cuda_ctx *x, ak_err *
     }
 }
 
-/* Whether no command after `from` reads buf before a norm writes it again. */
-static bool sole_reader(const cuda_table *t, const ak_table *tab, int from, const void *buf) {
-    for (int j = from; j < t->n; j++) {
-        const ak_cuda_cmd *c = &t->cmds[j];
-        int out = c->kernel == AK_K_NORM ? 2 : c->kernel == AK_K_ADD_NORM ? 4 : -1;
-        for (int s = 0; s < tab->cmds[j].nbind; s++)
-            if (s != out && c->a.b[s] == buf) return false;
-        if (out >= 0 && c->a.b[out] == buf) return true;
+/* The launch fields a command's fusions set (ak_cmd.fuse; see ak_cuda_args); the
+ * merge's, from the attention before, once the arena is placed. */
+static void fused_args(ak_cuda_args *a, const ak_cmd *c) {
+    if (c->fuse & AK_FUSE_NORM_IN) { a->pro = AK_CUDA_PRO_NORM; a->pro_w = a->b[6]; a->eps = c->fp.eps; }
+    if (c->fuse & AK_FUSE_MERGE_IN) a->pro = AK_CUDA_PRO_MERGE;
+    a->acc = (c->fuse & AK_FUSE_ADD_OUT) != 0;
+    a->gated = (c->fuse & (AK_FUSE_GATE_OUT | AK_FUSE_GATE_IN)) != 0;
+    if (c->fuse & AK_FUSE_GATE_OUT) a->act = c->fp.act;
+    if (c->fuse & AK_FUSE_ROPE) {
+        a->rope = c->fp.rope;
+        for (int s = 0; s < 4; s++) a->rb[s] = a->b[4 + s];
     }
-    return true;
 }
 
-/* The output a one-row GEMV or act_down writes all of (NULL if not that simple). */
-static void **sole_output(ak_cuda_cmd *c, int dim) {
-    if (c->kernel == AK_K_GEMV_ACT_DOWN) return ((const ak_p_act_down *)c->a.p)->N == dim ? &c->a.b[2] : NULL;
-    const ak_p_mm *m = (const ak_p_mm *)c->a.p;
-    return c->kernel == AK_K_GEMV && m->nseg == 1 && m->N[0] == dim ? &c->a.b[4] : NULL;
+/* ak_backend.fuses: the decode fusions the streaming GEMVs and the decode attention
+ * take. Buffers are 256-byte aligned, so a binding's offset decides its alignment. */
+static bool cu_fuses(ak_backend *b, const ak_cmd *c) {
+    (void)b;
+    ak_cuda_args a;
+    memset(&a, 0, sizeof a);
+    for (int s = 0; s < c->nbind; s++) a.b[s] = (void *)(uintptr_t)(256 + c->bind[s].off);
+    memcpy(a.p, c->params, sizeof a.p);
+    fused_args(&a, c);
+    const uint32_t f = c->fuse;
+    switch (c->kernel) {
+    case AK_K_GEMV:
+        return !(f & ~(uint32_t)(AK_FUSE_NORM_IN | AK_FUSE_MERGE_IN | AK_FUSE_ADD_OUT | AK_FUSE_GATE_OUT)) &&
+               !((f & AK_FUSE_NORM_IN) && (f & AK_FUSE_MERGE_IN)) && ((const ak_p_mm *)c->params)->n == 1 &&
+               ak_cuda_gemv_fusable(&a, c->kernel);
+    case AK_K_GEMV_ACT_DOWN:
+        return !(f & ~(uint32_t)(AK_FUSE_ADD_OUT | AK_FUSE_GATE_IN)) && ak_cuda_gemv_fusable(&a, c->kernel);
+    case AK_K_ATTN_DECODE: {
+        const ak_p_rope_kv *r = &c->fp.rope;
+        return !(f & ~(uint32_t)(AK_FUSE_ROPE | AK_FUSE_SPLITS_OUT)) && ((const ak_p_attn *)c->params)->n == 1 &&
+               !unsupported(c) && (!(f & AK_FUSE_ROPE) || (r->n == 1 && r->n_rot % 2 == 0 && r->n_rot <= r->head_dim));
+    }
+    default: return false;
+    }
 }
 
-/* Whether the rope_kv command i can fold into the decode attention after it: one row,
- * the same heads, row and caches, and nothing later reads the row (the folded rope
- * leaves it unroped) before a GEMV rewrites it whole. */
-static bool rope_foldable(const cuda_table *t, const ak_table *tab, int i) {
-    const ak_cuda_cmd *c = &t->cmds[i], *n = &t->cmds[i + 1];
-    const ak_p_rope_kv *r = (const ak_p_rope_kv *)c->a.p;
-    const ak_p_attn *at = (const ak_p_attn *)n->a.p;
-    if (n->kernel != AK_K_ATTN_DECODE || r->n != 1 || at->n != 1 || n->a.b[0] != c->a.b[0] || at->ld_q != r->ld ||
-        n->a.b[1] != c->a.b[4] || n->a.b[2] != c->a.b[5] || at->kt != r->kt || at->vt != r->vt || at->max_seq != r->max_seq ||
-        at->cap != r->cap || at->head_dim != r->head_dim || at->n_heads != r->n_heads || at->n_kv_heads != r->n_kv_heads ||
-        r->n_rot % 2 || r->n_rot > r->head_dim)
-        return false;
-    const void *row = c->a.b[0];
-    for (int j = i + 2; j < t->n; j++) {
-        const ak_cuda_cmd *d = &t->cmds[j];
-        bool reads = false;
-        for (int s = 0; s < tab->cmds[j].nbind; s++) reads = reads || (d->a.b[s] == row && !(d->kernel == AK_K_GEMV && s == 4));
-        if (reads) return false;
-        if (d->kernel == AK_K_GEMV && d->a.b[4] == row) {
-            const ak_p_mm *m = (const ak_p_mm *)d->a.p;
-            return m->N[0] + m->N[1] + m->N[2] >= r->ld;
+/* The encoded fusions' launch fields: an output projection that merges an attention's
+ * splits takes the attention's scratch, split count, head size and window. */
+static ak_status fuse_args(cuda_table *t, const ak_table *tab, ak_err *err) {
+    for (int i = 0; i < t->n; i++) {
+        const ak_cmd *c = &tab->cmds[i];
+        ak_cuda_args *a = &t->cmds[i].a;
+        if (!c->fuse) continue;
+        fused_args(a, c);
+        /* claimed on the table's offsets; checked again on the weights' layout as encoded */
+        bool gemv = c->kernel == AK_K_GEMV || c->kernel == AK_K_GEMV_ACT_DOWN;
+        if (!cu_fuses(NULL, c) || (gemv && !ak_cuda_gemv_fusable(a, c->kernel)))
+            return ak_fail(err, AK_ERR_UNSUPPORTED, "cuda: %s: fusions 0x%x not supported here", tab->labels[i], (unsigned)c->fuse);
+        if (c->fuse & AK_FUSE_MERGE_IN) {
+            if (i == 0 || !(tab->cmds[i - 1].fuse & AK_FUSE_SPLITS_OUT))
+                return ak_fail(err, AK_ERR_UNSUPPORTED, "cuda: %s merges splits no attention left", tab->labels[i]);
+            ak_cuda_cmd *at = &t->cmds[i - 1];
+            const ak_p_attn *p = (const ak_p_attn *)at->a.p;
+            at->a.mrg_splits = a->mrg_splits = at->aux[1];
+            a->mrg_hd = p->head_dim;
+            a->mrg_window = p->window;
+            a->pro_w = at->a.scratch;
         }
     }
-    return true;
-}
-
-/* The attention at i and the GEMV after it, if that GEMV can merge the attention's
- * splits as it reads x: one row, the streaming kernel, x the whole attention output. */
-static bool merge_pair(const cuda_table *t, int i) {
-    if (i + 1 >= t->n || t->cmds[i].kernel != AK_K_ATTN_DECODE) return false;
-    const ak_cuda_cmd *c = &t->cmds[i], *n = &t->cmds[i + 1];
-    const ak_p_attn *at = (const ak_p_attn *)c->a.p;
-    return at->n == 1 && n->kernel == AK_K_GEMV && n->a.b[3] == c->a.b[3] &&
-           (!n->a.pro || n->a.pro == AK_CUDA_PRO_MERGE) &&   /* PRO_MERGE: folded already */
-           ((const ak_p_mm *)n->a.p)->K == at->n_heads * at->head_dim && ak_cuda_gemv_fusable(&n->a, n->kernel);
-}
-
-/* Whether every command that binds buf binds it as slot s0 of a command i with
- * pair(t, i), or as slot s1 of the command after one: the pairs may then change what
- * passes between them through buf. */
-static bool bound_in_pairs(const cuda_table *t, const ak_table *tab, const void *buf, bool (*pair)(const cuda_table *, int),
-                           int s0, int s1) {
-    for (int j = 0; j < t->n; j++)
-        for (int s = 0; s < tab->cmds[j].nbind; s++)
-            if (t->cmds[j].a.b[s] == buf && !((s == s0 && pair(t, j)) || (s == s1 && j > 0 && pair(t, j - 1)))) return false;
-    return true;
-}
-
-/* Decode: each attention leaves up to AK_ATTN_FOLD splits unmerged and the output
- * projection after it merges them in its x prologue, which saves the attention's
- * cross-block merge (an atomic and a round of loads, 3 to 5 us per layer at short
- * context). The attention output buffer then goes unwritten. Runs before fuse_decode,
- * on the table's own indices. */
-static void fold_merges(cuda_table *t, const ak_table *tab) {
-    for (int i = 0; i < t->n; i++) {
-        if (!merge_pair(t, i) || !bound_in_pairs(t, tab, t->cmds[i].a.b[3], merge_pair, 3, 3)) continue;
-        ak_cuda_args *a = &t->cmds[i].a, *g = &t->cmds[i + 1].a;
-        const ak_p_attn *at = (const ak_p_attn *)a->p;
-        a->mrg_splits = g->mrg_splits = t->cmds[i].aux[1];
-        g->mrg_hd = at->head_dim;
-        g->mrg_window = at->window;
-        g->pro = AK_CUDA_PRO_MERGE;
-        g->pro_w = a->scratch;
-    }
-}
-
-/* The gate/up GEMV at i and the act_down after it, if the GEMV can write act(g) * u
- * itself (gated): gate and up alike, one row, both on the streaming kernel. */
-static bool gate_pair(const cuda_table *t, int i) {
-    if (i + 1 >= t->n || t->cmds[i].kernel != AK_K_GEMV || t->cmds[i + 1].kernel != AK_K_GEMV_ACT_DOWN) return false;
-    const ak_cuda_cmd *c = &t->cmds[i], *n = &t->cmds[i + 1];
-    const ak_p_mm *m = (const ak_p_mm *)c->a.p;
-    const ak_p_act_down *d = (const ak_p_act_down *)n->a.p;
-    ak_cuda_args g = c->a;
-    g.gated = 1;
-    return m->n == 1 && m->nseg == 2 && m->N[0] == m->N[1] && m->dtype[0] == m->dtype[1] && d->K == m->N[0] &&
-           n->a.b[1] == c->a.b[4] && ak_cuda_gemv_fusable(&g, c->kernel) && ak_cuda_gemv_fusable(&n->a, n->kernel);
-}
-
-/* Decode: the gate/up GEMV writes act(g) * u, and the act_down reads it as its x (half
- * the floats every one of its blocks reads, and no activation in its prologue). */
-static void fold_gates(cuda_table *t, const ak_table *tab) {
-    for (int i = 0; i < t->n; i++) {
-        if (!gate_pair(t, i) || !bound_in_pairs(t, tab, t->cmds[i].a.b[4], gate_pair, 4, 1)) continue;
-        t->cmds[i].a.gated = t->cmds[i + 1].a.gated = 1;
-        t->cmds[i].a.act = ((const ak_p_act_down *)t->cmds[i + 1].a.p)->act;
-    }
+    return AK_OK;
 }
 
 /* After the fusions (the gate/up GEMV's prologue is known then): the gated pairs whose
@@ -457,55 +415,6 @@ static void code_gates(cuda_table *t) {
             ak_cuda_gemv_gate_codes(&c->a) && ak_cuda_gemv_down_codes(&n->a))
             c->a.gated = n->a.gated = 2;
     }
-}
-
-/* Decode fusions. Around the RMSNorms: "x += W h; xn = norm(x) w; y = W' xn" becomes
- * "x += W h" (the GEMV adds into the residual) and "y = W' norm(x) w" (the next GEMV
- * normalises its own input), and a lone "xn = norm(x) w" before a GEMV folds into it,
- * wherever the GEMVs run on the streaming kernel and nothing else reads xn. Gemma's
- * post-norms and LayerNorm keep their kernels. And the rope_kv before the attention
- * folds into it (rope_foldable). Removes three launches per layer: every boundary
- * between dependent kernels costs a few microseconds even inside a graph. */
-static void fuse_decode(cuda_table *t, const ak_table *tab) {
-    int k = 0;
-    for (int i = 0; i < t->n; i++) {
-        ak_cuda_cmd *c = &t->cmds[i];
-        if (c->kernel == AK_K_ROPE_KV && i + 1 < t->n && rope_foldable(t, tab, i)) {
-            ak_cuda_args *na = &t->cmds[i + 1].a;
-            memcpy(&na->rope, c->a.p, sizeof na->rope);
-            na->rb[0] = c->a.b[1];
-            na->rb[1] = c->a.b[2];
-            na->rb[2] = c->a.b[3];
-            na->rb[3] = c->a.b[6];
-            continue;
-        }
-        bool add = c->kernel == AK_K_ADD_NORM;
-        const ak_p_norm *np = (const ak_p_norm *)c->a.p;
-        if ((add || c->kernel == AK_K_NORM) && np->flags == 0 && np->n == 1 && i + 1 < t->n) {
-            ak_cuda_cmd *next = &t->cmds[i + 1];
-            void *out = c->a.b[add ? 4 : 2];
-            bool ok = next->kernel == AK_K_GEMV && next->a.b[3] == out && !next->a.pro &&
-                      ((uintptr_t)c->a.b[add ? 3 : 1] & 15) == 0 &&
-                      ak_cuda_gemv_fusable(&next->a, next->kernel) && sole_reader(t, tab, i + 2, out);
-            void **prev_out = NULL;
-            if (ok && add) {
-                ak_cuda_cmd *prev = k > 0 ? &t->cmds[k - 1] : NULL;
-                prev_out = prev && !prev->a.acc && ak_cuda_gemv_fusable(&prev->a, prev->kernel) ? sole_output(prev, np->dim) : NULL;
-                ok = prev_out && *prev_out == c->a.b[1];
-                if (ok) { *prev_out = c->a.b[0]; prev->a.acc = 1; }
-            }
-            if (ok) {
-                next->a.pro = AK_CUDA_PRO_NORM;
-                next->a.pro_w = c->a.b[add ? 3 : 1];
-                next->a.eps = np->eps;
-                next->a.b[3] = c->a.b[0];
-                continue;
-            }
-        }
-        if (k != i) { t->cmds[k] = *c; memcpy(t->labels[k], t->labels[i], sizeof t->labels[k]); }
-        k++;
-    }
-    t->n = k;
 }
 
 /* ak_debug's cuda_trace: a timeline of one decode position (trace_print). */
@@ -588,10 +497,8 @@ static ak_status cu_encode(ak_backend *b, const ak_table *tab, void *const bufs[
     }
     cudaError_t ce = cudaStreamSynchronize(cb->ctx.stream);
     if (ce != cudaSuccess) { st = cfail(err, ce, "encode"); goto fail; }
+    if ((st = fuse_args(t, tab, err))) goto fail;
     if (t->max_rows == 1) {
-        fold_merges(t, tab);
-        fold_gates(t, tab);
-        fuse_decode(t, tab);
         code_gates(t);
         plan_trace(cb, t);
         /* decode: one graph per step, and one of AK_CUDA_UNROLL steps */
@@ -845,6 +752,7 @@ ak_status ak_backend_cuda_create(ak_backend **out, ak_err *err) {
     b->kv_blocks = true;   /* with limits (kv_unsupported): encode says which */
     b->kv_ring = true;
     b->pack_inputs = true;
+    b->fuses = cu_fuses;
     b->destroy = cu_destroy;
     *out = b;
     return AK_OK;

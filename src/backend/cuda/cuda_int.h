@@ -37,25 +37,26 @@ typedef struct {
     uint32_t patch, bind_tok;
     ak_cuda_step *step;
     void *scratch;                 /* this command's device scratch (see encode) */
-    /* Decode fusions of the streaming GEMV (set by the encoder, see fuse_decode): x made
-     * on the fly (pro: RMSNorm with pro_w and eps, or act(g) * u) and y += instead of y =. */
+    /* Decode fusions of the streaming GEMV (the table's AK_FUSE_NORM_IN, _MERGE_IN and
+     * _ADD_OUT; fused_args): x made on the fly (pro: RMSNorm with pro_w and eps, or
+     * act(g) * u) and y += instead of y =. */
     int32_t pro, acc, act;
     float eps;
     const float *pro_w;
-    /* Decode: the rope_kv before an attention folded into it (see fuse_decode): its
+    /* Decode: the rope_kv before an attention folded into it (AK_FUSE_ROPE): its
      * parameters and its qk-norm weights, inv_freq and bias; rope.head_dim 0: not folded. */
     ak_p_rope_kv rope;
     const void *rb[4];
-    /* Decode: the attention's split merge folded into the GEMV after it (see fold_merges):
-     * on both, the attention's grid splits (0: not folded); on the GEMV (pro PRO_MERGE,
+    /* Decode: the attention's split merge folded into the GEMV after it (AK_FUSE_SPLITS_OUT
+     * and _MERGE_IN): on both, the attention's grid splits (0: not folded); on the GEMV (pro PRO_MERGE,
      * pro_w the attention's scratch) its head size and sliding window. */
     int32_t mrg_splits, mrg_window;
     /* mrg_hd on PRO_MERGE; on PRO_Q8, x holds its first codes_k values as codes, the rest
      * as floats after them (one field: with 8 more bytes of kernel parameters, 296,
      * Qwen3-0.6B decoded 1 % slower) */
     union { int32_t mrg_hd, codes_k; };
-    /* Decode: act(gate) * up made by the gate/up GEMV's epilogue (see fold_gates): on the
-     * GEMV (with act), write it to y; on the act_down, x is it. 1: as N floats; 2: as the
+    /* Decode: act(gate) * up made by the gate/up GEMV's epilogue (AK_FUSE_GATE_OUT, _IN): on
+     * the GEMV (with act), write it to y; on the act_down, x is it. 1: as N floats; 2: as the
      * int8 codes the down projection multiplies (ak_cuda_gemv_gate_codes). */
     int32_t gated;
     /* AKUNU_CUDA_TRACE: this command's row of the step timeline, and the traced position */

@@ -14,6 +14,7 @@
 #include "core/dtype.h"
 #include "model/arch.h"
 #include "core/sample.h"
+#include "engine/build.h"
 #include "test_util.h"
 #include <math.h>
 #include <stdlib.h>
@@ -43,12 +44,21 @@ static void w_free(world *w) {
     memset(w, 0, sizeof *w);
 }
 
-/* Runs table t on backend be over copies of w's buffers; returns n floats of buffer out at off. */
-static float *run_on(ak_backend *be, const ak_table *t, const world *w, ak_run r, int out, size_t off, size_t n) {
+/* Runs table t on backend be over copies of w's buffers; returns n floats of buffer out at off.
+ * A one-row table runs with the decode fusions be claims, as the builder emits them. */
+static float *run_on(ak_backend *be, const ak_table *t0, const world *w, ak_run r, int out, size_t off, size_t n) {
     void *bufs[AK_BUF_COUNT] = {0};
     ak_err err = {{0}};
     float *res = NULL;
     void *enc = NULL;
+    ak_table fused = *t0, *t = &fused;
+    fused.cmds = malloc((size_t)(t0->n + 1) * sizeof *fused.cmds);
+    fused.labels = malloc((size_t)(t0->n + 1) * sizeof *fused.labels);
+    if (!fused.cmds || !fused.labels) { CHECK(0, "out of memory"); ak_table_free(&fused); return NULL; }
+    memcpy(fused.cmds, t0->cmds, (size_t)t0->n * sizeof *fused.cmds);
+    memcpy(fused.labels, t0->labels, (size_t)t0->n * sizeof *fused.labels);
+    fused.cap = t0->n + 1;
+    ak_table_fuse(&fused, be);
     ak_status st = be->buf_import(be, w->data[AK_BUF_WEIGHTS] ? w->data[AK_BUF_WEIGHTS] : (void *)&rng, w->size[AK_BUF_WEIGHTS], &bufs[0], &err);
     for (int i = 1; i < AK_BUF_COUNT && !st; i++) {
         st = be->buf_alloc(be, w->size[i] ? w->size[i] : 4, &bufs[i], &err);
@@ -64,6 +74,7 @@ static float *run_on(ak_backend *be, const ak_table *t, const world *w, ak_run r
     if (enc) be->encoded_free(be, enc);
     if (bufs[0] && be == gpu) be->buf_free(be, bufs[0]);
     for (int i = 1; i < AK_BUF_COUNT; i++) if (bufs[i]) be->buf_free(be, bufs[i]);
+    ak_table_free(&fused);
     if (st) { free(res); return NULL; }
     return res;
 }
