@@ -152,6 +152,29 @@ int ak_cli_open(const ak_cli_opts *o, bool logits_all, ak_model **m, ak_session 
     return ak_cli_session(o, logits_all, m, s);
 }
 
+static int label_layer(const char *d) { return strncmp(d, "layer.", 6) ? -1 : atoi(d + 6); }
+
+/* -v: the commands a token runs, as the backend runs them (what was fused into each): those
+ * outside the layers and the first layer's in full, the other layers' counted. */
+static void print_table(const ak_session *s) {
+    int n = ak_session_table_size(s), lo = 0, hi = 0, rest = 0;
+    char d[160];
+    for (int i = 0; ak_session_table_command(s, i, d, sizeof d); i++) {
+        int l = label_layer(d);
+        if (l > 0) { lo = lo ? lo : l; hi = l; rest++; }
+    }
+    fprintf(stderr, "dispatch table: %d commands per token\n", n);
+    for (int i = 0, last = -1; ak_session_table_command(s, i, d, sizeof d); i++) {
+        int l = label_layer(d);
+        if (last == 0 && l != 0 && hi > lo)
+            fprintf(stderr, "  layers %d-%d: %d commands, %.1f a layer\n", lo, hi, rest, (double)rest / (hi - lo + 1));
+        else if (last == 0 && l != 0 && hi > 0)
+            fprintf(stderr, "  layer %d: %d commands\n", lo, rest);
+        if (l <= 0) fprintf(stderr, "  %s\n", d);
+        last = l;
+    }
+}
+
 int ak_cli_session(const ak_cli_opts *o, bool logits_all, ak_model **m, ak_session **s) {
     ak_err err = {{0}};
     ak_session_params p = ak_session_default_params();
@@ -169,9 +192,9 @@ int ak_cli_session(const ak_cli_opts *o, bool logits_all, ak_model **m, ak_sessi
         return 1;
     }
     if (o->verbose) {
-        fprintf(stderr, "akunu: %s, vocab %d, context %d, backend %s, KV cache %s\ndispatch table: %d commands per token\n",
-                ak_model_arch_name(*m), ak_model_vocab(*m), ak_session_n_ctx(*s), ak_session_backend(*s),
-                ak_cli_kv_name(*s), ak_session_table_size(*s));
+        fprintf(stderr, "akunu: %s, vocab %d, context %d, backend %s, KV cache %s\n", ak_model_arch_name(*m),
+                ak_model_vocab(*m), ak_session_n_ctx(*s), ak_session_backend(*s), ak_cli_kv_name(*s));
+        print_table(*s);
         ak_kv_layers g, w;
         ak_session_kv_layers(*s, &g, &w);
         fprintf(stderr, "kv cache: %d global layers x %d rows = %.1f MB", g.layers, g.rows, (double)g.bytes / 1e6);

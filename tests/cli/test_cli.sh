@@ -14,6 +14,9 @@ check "run --print-ids prints the greedy continuation ($out vs $want)" '[ "$out"
 check "run prints one line" '[ $(printf "%s\n" "$out" | wc -l) -eq 1 ]'
 "$bin" run -v -m "$fx/qwen3/qwen3-f32.gguf" --prompt-ids 1,2 -n 1 2>"$tmp/v" >/dev/null
 check "run -v prints the table size" 'grep -Eq "^dispatch table: [0-9]+ commands per token$" "$tmp/v"'
+# the fixture has 2 layers: on the CPU (no fusions) 8 commands each, besides embed, the first norm, logits and sample
+check "run -v lists layer 0's commands as they run" 'grep -Eq "^  layer\.0\.qkv +gemv$" "$tmp/v" && grep -Eq "^  layer\.0\.rope_kv +rope_kv$" "$tmp/v"'
+check "run -v counts the other layers' commands" 'grep -q "^  layer 1: 8 commands$" "$tmp/v" && grep -q "^dispatch table: 20 commands per token$" "$tmp/v"'
 check "run -v on the CPU: an F32 KV cache by default" 'grep -q "backend cpu, KV cache f32$" "$tmp/v"'
 "$bin" run -v --kv-f16 -m "$fx/qwen3/qwen3-f32.gguf" --prompt-ids 1,2 -n 1 2>"$tmp/v" >/dev/null
 check "run -v --kv-f16: an F16 KV cache" 'grep -q "backend cpu, KV cache f16$" "$tmp/v"'
