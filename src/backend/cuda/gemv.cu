@@ -1476,7 +1476,14 @@ extern "C" int ak_cuda_gemv_fusable(const ak_cuda_args *a, int kernel) {
         return fast_ok(g, (const ak_p_mm *)g.p, 0, 1);
     }
     const ak_p_mm *p = (const ak_p_mm *)a->p;
-    return kernel == AK_K_GEMV && !p->last_only && fast_ok(*a, p, 0, p->nseg);
+    if (kernel != AK_K_GEMV || p->last_only) return 0;
+    /* each run of segments of one dtype is a launch of its own (ak_cuda_gemv_rows), with the
+     * same prologue and epilogue: a Q4_K_M QKV with a Q6_K V takes its norm as well */
+    for (int g = 0, h; g < p->nseg; g = h) {
+        for (h = g + 1; h < p->nseg && p->dtype[h] == p->dtype[g];) h++;
+        if (!fast_ok(*a, p, g, h)) return 0;
+    }
+    return 1;
 }
 
 /* Where the gate/up GEMV runs on the streaming kernel with its RMSNorm folded in and
