@@ -204,7 +204,8 @@ AK_API bool ak_cuda_available(void);
 /* Number of commands the decode table runs per token (an encoder's table: per call). */
 AK_API int ak_session_table_size(const ak_session *s);
 /* Command i of that table as the backend runs it: label, kernel and the neighbours' work
- * fused into it, e.g. "layer.0.qkv  gemv (norm in)". false when i is out of range. */
+ * fused into it, e.g. "layer.0.qkv  gemv (norm in)" (on a GPU a GEMV whose segments have
+ * two weight types is a launch per type). false when i is out of range. */
 AK_API bool ak_session_table_command(const ak_session *s, int i, char *buf, size_t size);
 AK_API int ak_session_pos(const ak_session *s);
 AK_API int ak_session_n_ctx(const ak_session *s);
