@@ -44,21 +44,29 @@ static void w_free(world *w) {
     memset(w, 0, sizeof *w);
 }
 
-/* Runs table t on backend be over copies of w's buffers; returns n floats of buffer out at off.
- * A one-row table runs with the decode fusions be claims, as the builder emits them. */
+/* A copy of t0 with the decode fusions be claims, as the builder emits them for a
+ * one-row table; false (and a failed check) when out of memory. */
+static bool fused_copy(const ak_table *t0, ak_backend *be, ak_table *out) {
+    *out = *t0;
+    out->cmds = malloc((size_t)(t0->n + 1) * sizeof *out->cmds);
+    out->labels = malloc((size_t)(t0->n + 1) * sizeof *out->labels);
+    if (!out->cmds || !out->labels) { CHECK(0, "out of memory"); ak_table_free(out); return false; }
+    memcpy(out->cmds, t0->cmds, (size_t)t0->n * sizeof *out->cmds);
+    memcpy(out->labels, t0->labels, (size_t)t0->n * sizeof *out->labels);
+    out->cap = t0->n + 1;
+    ak_table_fuse(out, be);
+    return true;
+}
+
+/* Runs table t0 (fused_copy) on backend be over copies of w's buffers; returns n floats of
+ * buffer out at off. */
 static float *run_on(ak_backend *be, const ak_table *t0, const world *w, ak_run r, int out, size_t off, size_t n) {
     void *bufs[AK_BUF_COUNT] = {0};
     ak_err err = {{0}};
     float *res = NULL;
     void *enc = NULL;
-    ak_table fused = *t0, *t = &fused;
-    fused.cmds = malloc((size_t)(t0->n + 1) * sizeof *fused.cmds);
-    fused.labels = malloc((size_t)(t0->n + 1) * sizeof *fused.labels);
-    if (!fused.cmds || !fused.labels) { CHECK(0, "out of memory"); ak_table_free(&fused); return NULL; }
-    memcpy(fused.cmds, t0->cmds, (size_t)t0->n * sizeof *fused.cmds);
-    memcpy(fused.labels, t0->labels, (size_t)t0->n * sizeof *fused.labels);
-    fused.cap = t0->n + 1;
-    ak_table_fuse(&fused, be);
+    ak_table fused, *t = &fused;
+    if (!fused_copy(t0, be, &fused)) return NULL;
     ak_status st = be->buf_import(be, w->data[AK_BUF_WEIGHTS] ? w->data[AK_BUF_WEIGHTS] : (void *)&rng, w->size[AK_BUF_WEIGHTS], &bufs[0], &err);
     for (int i = 1; i < AK_BUF_COUNT && !st; i++) {
         st = be->buf_alloc(be, w->size[i] ? w->size[i] : 4, &bufs[i], &err);
@@ -546,17 +554,6 @@ static void test_gated(void) {
     }
 }
 
-/* Two layers' worth of decode GEMVs: "x += W2 W1 norm(x); x += W2' (W1' norm(x) + b);
- * out = W3 norm(x)", which the decode fusions turn into five streaming GEMVs (the norms
- * folded into the GEMV after them, the residual adds into W2 and W2'), in one quant type
- * or mixed (variant 2); variant 3 makes the first layer a gated MLP as a decoder's:
- * "x += W2 (silu(G n) * (U n))", n = norm(x), a two-segment GEMV and an act_down, which
- * the decode fusions make the gated GEMV (writing silu(g) * u itself) and a plain one;
- * its hidden size is Llama-3-8B's, so that the gated GEMV makes most of the down
- * projection's x codes itself (ak_cuda_gemv_gate_codes: with at least one chunk of 32
- * products per multiprocessor), which the test checks. Run for 9 steps (the 8-step
- * graph, then the 1-step one) against a double reference of 9 steps; every GEMV reads
- * all of what the one before it wrote. */
 /* A QKV of two dtypes (a Q4_K_M file's Q and K in Q4_K, V in Q6_K) takes the RMSNorm
  * before it: one launch per dtype, each normalising x itself; the norm's command is gone
  * (XN stays unwritten) and the product is the one of the norm's output. */
@@ -591,13 +588,12 @@ static void test_mixed_norm(void) {
     ak_cmd_bind(c, 4, AK_BUF_QKV, 0);
     ak_cmd_bind(c, 5, AK_BUF_WEIGHTS, 0);
     tb.max_rows = 1;
-    ak_table f = {0};   /* what the builder would emit for the GPU */
-    for (int i = 0; i < tb.n; i++) *ak_table_push(&f, (ak_kernel)tb.cmds[i].kernel, tb.cmds[i].params, 64, tb.labels[i]) = tb.cmds[i];
-    f.max_rows = 1;
-    ak_table_fuse(&f, gpu);
-    CHECK(f.n == 1 && f.cmds[0].fuse == AK_FUSE_NORM_IN, "mixed QKV: %d commands, fusions 0x%x (want the norm folded)", f.n,
-          f.n ? f.cmds[0].fuse : 0u);
-    ak_table_free(&f);
+    ak_table f;   /* what the builder would emit for the GPU */
+    if (fused_copy(&tb, gpu, &f)) {
+        CHECK(f.n == 1 && f.cmds[0].fuse == AK_FUSE_NORM_IN, "mixed QKV: %d commands, fusions 0x%x (want the norm folded)",
+              f.n, f.n ? f.cmds[0].fuse : 0u);
+        ak_table_free(&f);
+    }
     ak_run r = {.pos = 0, .n = 1, .steps = 1};
     float *got = run_on(gpu, &tb, &w, r, AK_BUF_QKV, 0, LD), *xn = run_on(gpu, &tb, &w, r, AK_BUF_XN, 0, K);
     double x[K], ref[1024];
@@ -623,6 +619,17 @@ static void test_mixed_norm(void) {
     w_free(&w);
 }
 
+/* Two layers' worth of decode GEMVs: "x += W2 W1 norm(x); x += W2' (W1' norm(x) + b);
+ * out = W3 norm(x)", which the decode fusions turn into five streaming GEMVs (the norms
+ * folded into the GEMV after them, the residual adds into W2 and W2'), in one quant type
+ * or mixed (variant 2); variant 3 makes the first layer a gated MLP as a decoder's:
+ * "x += W2 (silu(G n) * (U n))", n = norm(x), a two-segment GEMV and an act_down, which
+ * the decode fusions make the gated GEMV (writing silu(g) * u itself) and a plain one;
+ * its hidden size is Llama-3-8B's, so that the gated GEMV makes most of the down
+ * projection's x codes itself (ak_cuda_gemv_gate_codes: with at least one chunk of 32
+ * products per multiprocessor), which the test checks. Run for 9 steps (the 8-step
+ * graph, then the 1-step one) against a double reference of 9 steps; every GEMV reads
+ * all of what the one before it wrote. */
 static void test_decode_layers(void) {
     /* D = 4096: the GEMVs that normalise their input then run on the producer-warp kernel
      * (see gq_prod in gemv.cu), the others on the plain one */
