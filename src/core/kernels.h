@@ -134,6 +134,9 @@ enum {
                                bound at 4..7), leaving the QKV row unroped */
     AK_FUSE_SPLITS_OUT = 32,/* ATTN_DECODE: its key splits left unmerged, for the GEMV after (out unwritten) */
     AK_FUSE_MERGE_IN = 64,  /* GEMV: x is the attention before's splits, merged as it reads them */
+    AK_FUSE_POST_IN = 128,  /* GEMV with NORM_IN: x (bound at 3) is first x + rmsnorm(a) * pw, a post-norm's
+                               add (Gemma 2/3: the ADD_NORM before), a bound at 7, pw at 8; that new
+                               residual is written to the buffer bound at 9 */
 };
 typedef struct ak_p_fused {
     float eps;              /* NORM_IN */

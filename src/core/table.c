@@ -54,7 +54,7 @@ void ak_cmd_patch(ak_cmd *dst, const ak_cmd *src, int pos, int n) {
 
 void ak_cmd_describe(const ak_table *t, int i, char *buf, size_t size) {
     static const char *const fused[] = {"norm in", "residual add out", "act(g) * u out", "act(g) * u in",
-                                        "rope_kv", "splits out", "split merge in"};
+                                        "rope_kv", "splits out", "split merge in", "post-norm add in"};
     const ak_cmd *c = &t->cmds[i];
     int n = snprintf(buf, size, "%-28s %s", t->labels[i], c->kernel < AK_K_COUNT ? ak_kernel_names[c->kernel] : "?");
     const char *sep = " (";

@@ -12,6 +12,8 @@ typedef enum {
     AK_BUF_WEIGHTS = 0, AK_BUF_AUX, AK_BUF_TOKENS, AK_BUF_KV,
     AK_BUF_X, AK_BUF_XN, AK_BUF_QKV, AK_BUF_ATT, AK_BUF_T, AK_BUF_GU, AK_BUF_ACT, AK_BUF_LOGITS,
     AK_BUF_SAMPLE,   /* the sample command's settings, grammar mask and CPU scratch (core/sample.h) */
+    AK_BUF_X2,       /* the residual's other home: a GEMV that folds a post-norm's add in (AK_FUSE_POST_IN)
+                        writes the new residual there while its blocks may still read the old */
     AK_BUF_COUNT
 } ak_buf_id;
 
@@ -26,6 +28,10 @@ enum {
     AK_PATCH_TOK_OUT = 16,/* bind[bind_tok].off        += 4 * (pos + n) (argmax writes tokens[pos+n]) */
 };
 
+/* Binding slots a command has: a kernel's own use 0..7 (ak_cuda_args.b, ak_cpu_cmd.b);
+ * fusions bind what they add beyond those (AK_FUSE_POST_IN). */
+#define AK_CMD_BINDS 10
+
 typedef struct {
     uint16_t kernel;
     uint8_t nbind;
@@ -33,7 +39,7 @@ typedef struct {
     uint8_t off_pos, off_kv, off_n, bind_tok;
     uint32_t work;            /* units of parallel work (rows, heads, ...) */
     uint32_t fuse;            /* AK_FUSE_* (kernels.h): neighbours' work done here */
-    ak_bind bind[8];
+    ak_bind bind[AK_CMD_BINDS];
     _Alignas(8) uint8_t params[64];
     ak_p_fused fp;            /* what the fusions take */
 } ak_cmd;

@@ -84,6 +84,7 @@ void ak_build_buf_sizes(const ak_model *m, const ak_build_opts *o, size_t s[AK_B
     s[AK_BUF_ACT] = r * (size_t)c->ffn_dim * f;
     s[AK_BUF_LOGITS] = (o->prefill && o->logits_all ? r : 1) * (size_t)c->vocab * f;
     s[AK_BUF_SAMPLE] = (size_t)ak_sample_buf_bytes(c->vocab);
+    s[AK_BUF_X2] = c->dim * f;   /* one row: only decode tables fold post-norms (AK_FUSE_POST_IN) */
 }
 
 /* y[:, y_col..] = x W^T for up to three matrices side by side. */
@@ -293,14 +294,28 @@ static bool row_dead(const ak_table *t, int from, ak_bind row, int ld) {
     return true;
 }
 
+/* Binds the residual where it now lies: slots bound to X, to res. A command with
+ * POST_IN was made by fuse_norms with the residual's homes bound already. */
+static void rebind_residual(ak_cmd *c, ak_buf_id res) {
+    if (res == AK_BUF_X || (c->fuse & AK_FUSE_POST_IN)) return;
+    for (int s = 0; s < c->nbind; s++)
+        if (c->bind[s].buf == AK_BUF_X) c->bind[s].buf = res;
+}
+
 /* The rope_kv folds into the attention after it; around each RMSNorm, "x += W h;
  * xn = norm(x) w; y = W' xn" becomes "x += W h" (the GEMV adds into the residual) and
  * "y = W' norm(x) w" (the next GEMV normalises its own x), and a lone norm before a GEMV
- * folds into it. Post-norms and LayerNorm keep their commands. */
+ * folds into it. A post-norm's "x += norm(a) pw; xn = norm(x) w; y = W' xn" (Gemma 2/3)
+ * becomes "x' = x + norm(a) pw; y = W' norm(x') w" in the GEMV, which writes x' to the
+ * residual's other home (X2 or X), since its blocks may still read x while x' is written:
+ * the residual moves between the two, and every later command binds it where it then lies.
+ * LayerNorm keeps its commands. */
 static void fuse_norms(ak_table *t, ak_backend *be) {
     int k = 0;
+    ak_buf_id res = AK_BUF_X;
     for (int i = 0; i < t->n; i++) {
         ak_cmd *c = &t->cmds[i], *next = i + 1 < t->n ? &t->cmds[i + 1] : NULL;
+        rebind_residual(c, res);
         if (c->kernel == AK_K_ROPE_KV && next && next->kernel == AK_K_ATTN_DECODE) {
             const ak_p_rope_kv *r = (const ak_p_rope_kv *)c->params;
             const ak_p_attn *at = (const ak_p_attn *)next->params;
@@ -319,17 +334,27 @@ static void fuse_norms(ak_table *t, ak_backend *be) {
         }
         bool add = c->kernel == AK_K_ADD_NORM;
         const ak_p_norm *np = (const ak_p_norm *)c->params;
-        if ((add || c->kernel == AK_K_NORM) && np->flags == 0 && next && next->kernel == AK_K_GEMV &&
+        const bool post = add && np->flags == AK_NORM_F_POST;
+        if ((add || c->kernel == AK_K_NORM) && (np->flags == 0 || post) && next && next->kernel == AK_K_GEMV &&
             !(next->fuse & AK_FUSE_MERGE_IN) && same_bind(next->bind[3], c->bind[add ? 4 : 2]) &&
             sole_reader(t, i + 2, c->bind[add ? 4 : 2])) {
             const ak_cmd *prev = k > 0 ? &t->cmds[k - 1] : NULL;
             ak_cmd g = *next, p = prev ? *prev : (ak_cmd){0};
+            const ak_buf_id other = res == AK_BUF_X ? AK_BUF_X2 : AK_BUF_X;
+            rebind_residual(&g, res);
             g.fuse |= AK_FUSE_NORM_IN;
             g.fp.eps = np->eps;
             ak_cmd_bind(&g, 3, (ak_buf_id)c->bind[0].buf, c->bind[0].off);
             ak_cmd_bind(&g, 6, (ak_buf_id)c->bind[add ? 3 : 1].buf, c->bind[add ? 3 : 1].off);
+            if (post) {
+                g.fuse |= AK_FUSE_POST_IN;
+                ak_cmd_bind(&g, 7, (ak_buf_id)c->bind[1].buf, c->bind[1].off);
+                ak_cmd_bind(&g, 8, (ak_buf_id)c->bind[2].buf, c->bind[2].off);
+                ak_cmd_bind(&g, 9, other, c->bind[0].off);
+            }
             bool ok = claims(be, &g);
-            if (ok && add) {   /* the add goes into the command before, which must write all of a */
+            if (ok && post) res = other;
+            if (ok && add && !post) {   /* the add goes into the command before, which must write all of a */
                 int out = p.kernel == AK_K_GEMV_ACT_DOWN ? 2 : 4;
                 const ak_p_mm *pm = prev ? (const ak_p_mm *)prev->params : NULL;
                 ok = prev && !(p.fuse & AK_FUSE_ADD_OUT) && same_bind(p.bind[out], c->bind[1]) &&

@@ -6,8 +6,10 @@
  * - claiming everything gives each pre-norm layer as five commands (QKV with its RMSNorm,
  *   attention with its rope_kv leaving its splits, the output projection merging them and
  *   adding into the residual, gate/up with its norm writing act(g) * u, the down projection
- *   reading it and adding), each bound as the plain table's commands were; post-norms
- *   (Gemma 2/3) keep their add_norms;
+ *   reading it and adding), each bound as the plain table's commands were; a post-norm
+ *   (Gemma 2/3) folds its add into the GEMV after it, which writes the new residual to its
+ *   other home (X, X2), so that layers take five commands there too;
+ * - every command binds the residual where the last command that moved it left it;
  * - refusing one fusion leaves exactly that pair apart;
  * - every fused command in a table is one the backend was asked about and claimed. */
 #include "engine/build.h"
@@ -63,6 +65,28 @@ static bool bound(const ak_cmd *c, int slot, ak_buf_id buf, uint64_t off) {
     return c->nbind > slot && c->bind[slot].buf == (uint32_t)buf && c->bind[slot].off == off;
 }
 
+/* The residual's home through the table: every binding of X or X2 is where it lies,
+ * but a post-norm fold's slot 9, the other home, where it lies from then on. */
+static void residual_flow(const char *name, const char *what, const ak_table *t) {
+    ak_buf_id home = AK_BUF_X;
+    for (int i = 0; i < t->n; i++) {
+        const ak_cmd *c = &t->cmds[i];
+        const bool post = c->fuse & AK_FUSE_POST_IN;
+        const ak_buf_id other = home == AK_BUF_X ? AK_BUF_X2 : AK_BUF_X;
+        for (int s = 0; s < c->nbind; s++) {
+            const ak_buf_id b = (ak_buf_id)c->bind[s].buf;
+            if (b != AK_BUF_X && b != AK_BUF_X2) continue;
+            CHECK(b == (post && s == 9 ? other : home), "%s %s: %s binds slot %d to %s, the residual is in %s", name, what,
+                  t->labels[i], s, b == AK_BUF_X ? "X" : "X2", home == AK_BUF_X ? "X" : "X2");
+        }
+        if (post) {
+            CHECK(c->nbind == AK_CMD_BINDS && c->bind[9].buf == (uint32_t)other, "%s %s: %s moves no residual", name, what,
+                  t->labels[i]);
+            home = other;
+        }
+    }
+}
+
 /* Every fused command claimed, and none left the backend did not see. */
 static void all_claimed(const char *name, const char *what, const ak_table *t) {
     for (int i = 0; i < t->n; i++)
@@ -102,21 +126,23 @@ static void one_model(const char *name) {
     refuse_w = 0;
     build(m, &fake, false, &t);
     all_claimed(name, "all", &t);
-    /* gone: every rope_kv, the first norm and, without post-norms, every add_norm; post-norms
-     * keep both add_norms, and the adds and norms around them */
-    const int per = post ? 7 : 5, want = plain.n - L - 1 - (post ? 0 : 2 * L);
+    residual_flow(name, "all", &t);
+    /* gone: every rope_kv, the first norm and every add_norm */
+    const int per = 5, want = plain.n - L - 1 - 2 * L;
     CHECK(t.n == want, "%s: %d commands with every fusion claimed, want %d", name, t.n, want);
-    CHECK(count(&t, AK_K_ROPE_KV) == 0 && count(&t, AK_K_NORM) == 0 && count(&t, AK_K_ADD_NORM) == (post ? 2 * L : 0),
+    CHECK(count(&t, AK_K_ROPE_KV) == 0 && count(&t, AK_K_NORM) == 0 && count(&t, AK_K_ADD_NORM) == 0,
           "%s: rope_kv %d, norm %d, add_norm %d left", name, count(&t, AK_K_ROPE_KV), count(&t, AK_K_NORM), count(&t, AK_K_ADD_NORM));
     for (int l = 0, i = 1; l < L && t.n == want; l++, i += per) {
         const ak_layer *ly = &m->layers[l];
-        const ak_cmd *qkv = &t.cmds[i], *at = &t.cmds[i + 1], *o = &t.cmds[i + 2];
-        const ak_cmd *gu = &t.cmds[i + (post ? 4 : 3)], *dn = &t.cmds[i + (post ? 5 : 4)];
-        /* the first layer's qkv takes the lone norm; the others' take the add_norm before (pre-norm) */
-        bool qn = !post || l == 0;
-        CHECK(qkv->kernel == AK_K_GEMV && qkv->fuse == (qn ? AK_FUSE_NORM_IN : 0u) &&
-              (!qn || (bound(qkv, 3, AK_BUF_X, 0) && bound(qkv, 6, AK_BUF_WEIGHTS, ly->attn_norm->off) &&
-                       qkv->fp.eps == m->cfg.norm_eps)),
+        const ak_cmd *qkv = &t.cmds[i], *at = &t.cmds[i + 1], *o = &t.cmds[i + 2], *gu = &t.cmds[i + 3], *dn = &t.cmds[i + 4];
+        /* the first layer's qkv takes the lone norm; the others' the add_norm before: pre-norm, the
+         * residual stays in X; post-norm, the qkv's add moves it from X2 to X and gate/up's back */
+        const bool pq = post && l > 0;
+        CHECK(qkv->kernel == AK_K_GEMV && qkv->fuse == (AK_FUSE_NORM_IN | (pq ? AK_FUSE_POST_IN : 0u)) &&
+              bound(qkv, 3, pq ? AK_BUF_X2 : AK_BUF_X, 0) && bound(qkv, 6, AK_BUF_WEIGHTS, ly->attn_norm->off) &&
+              qkv->fp.eps == m->cfg.norm_eps &&
+              (!pq || (bound(qkv, 7, AK_BUF_T, 0) && bound(qkv, 8, AK_BUF_WEIGHTS, m->layers[l - 1].post_ffn_norm->off) &&
+                       bound(qkv, 9, AK_BUF_X, 0))),
               "%s layer %d: qkv 0x%x", name, l, qkv->fuse);
         CHECK(at->kernel == AK_K_ATTN_DECODE && at->fuse == (AK_FUSE_ROPE | AK_FUSE_SPLITS_OUT) &&
               at->fp.rope.head_dim == m->cfg.head_dim && bound(at, 6, AK_BUF_AUX, ly->inv_freq_off) &&
@@ -126,24 +152,29 @@ static void one_model(const char *name) {
         CHECK(o->kernel == AK_K_GEMV && o->fuse == (AK_FUSE_MERGE_IN | (post ? 0u : AK_FUSE_ADD_OUT)) &&
               bound(o, 4, post ? AK_BUF_T : AK_BUF_X, 0),
               "%s layer %d: attn_output 0x%x", name, l, o->fuse);
-        CHECK(gu->kernel == AK_K_GEMV && gu->fuse == ((post ? 0u : AK_FUSE_NORM_IN) | AK_FUSE_GATE_OUT) &&
-              gu->fp.act == (int32_t)m->arch->act && (post || bound(gu, 6, AK_BUF_WEIGHTS, ly->ffn_norm->off)),
+        CHECK(gu->kernel == AK_K_GEMV && gu->fuse == (AK_FUSE_NORM_IN | AK_FUSE_GATE_OUT | (post ? AK_FUSE_POST_IN : 0u)) &&
+              gu->fp.act == (int32_t)m->arch->act && bound(gu, 3, AK_BUF_X, 0) &&
+              bound(gu, 6, AK_BUF_WEIGHTS, ly->ffn_norm->off) &&
+              (!post || (bound(gu, 7, AK_BUF_T, 0) && bound(gu, 8, AK_BUF_WEIGHTS, ly->post_attn_norm->off) &&
+                         bound(gu, 9, AK_BUF_X2, 0))),
               "%s layer %d: gate_up 0x%x", name, l, gu->fuse);
         CHECK(dn->kernel == AK_K_GEMV_ACT_DOWN && dn->fuse == (AK_FUSE_GATE_IN | (post ? 0u : AK_FUSE_ADD_OUT)) &&
               bound(dn, 2, post ? AK_BUF_T : AK_BUF_X, 0),
               "%s layer %d: act_down 0x%x", name, l, dn->fuse);
     }
     const ak_cmd *lg = &t.cmds[t.n == want ? 1 + per * L : 0];
-    CHECK(lg->kernel == AK_K_GEMV && lg->fuse == (post ? 0u : AK_FUSE_NORM_IN) &&
-          (post || bound(lg, 6, AK_BUF_WEIGHTS, m->output_norm->off)), "%s: logits 0x%x", name, lg->fuse);
+    CHECK(lg->kernel == AK_K_GEMV && lg->fuse == (AK_FUSE_NORM_IN | (post ? AK_FUSE_POST_IN : 0u)) &&
+          bound(lg, 6, AK_BUF_WEIGHTS, m->output_norm->off) && bound(lg, 3, post ? AK_BUF_X2 : AK_BUF_X, 0) &&
+          (!post || bound(lg, 8, AK_BUF_WEIGHTS, m->layers[L - 1].post_ffn_norm->off)), "%s: logits 0x%x", name, lg->fuse);
     ak_table_free(&t);
 
     /* one fusion refused: that pair stays apart, the rest fuse */
-    const uint32_t each[] = {AK_FUSE_ROPE, AK_FUSE_SPLITS_OUT, AK_FUSE_GATE_IN, AK_FUSE_ADD_OUT, AK_FUSE_NORM_IN};
-    for (int k = 0; k < 5; k++) {
+    const uint32_t each[] = {AK_FUSE_ROPE, AK_FUSE_SPLITS_OUT, AK_FUSE_GATE_IN, AK_FUSE_ADD_OUT, AK_FUSE_NORM_IN, AK_FUSE_POST_IN};
+    for (int k = 0; k < 6; k++) {
         refuse = each[k];
         build(m, &fake, false, &t);
         all_claimed(name, "one refused", &t);
+        residual_flow(name, "one refused", &t);
         bool none_has = true;
         for (int i = 0; i < t.n; i++) none_has = none_has && !(t.cmds[i].fuse & each[k]);
         CHECK(none_has, "%s: refused 0x%x yet emitted", name, each[k]);
@@ -154,16 +185,36 @@ static void one_model(const char *name) {
                   count(&t, AK_K_ADD_NORM));
         if (each[k] == AK_FUSE_NORM_IN)
             CHECK(count(&t, AK_K_ADD_NORM) == 2 * L && count(&t, AK_K_NORM) == 1, "%s: norm refused", name);
+        if (each[k] == AK_FUSE_POST_IN)   /* the pre-norm tables have none to refuse */
+            CHECK(count(&t, AK_K_ADD_NORM) == (post ? 2 * L : 0) && count(&t, AK_K_NORM) == 0, "%s: post-norm adds refused: %d add_norms",
+                  name, count(&t, AK_K_ADD_NORM));
         ak_table_free(&t);
     }
     refuse = 0;
 
+    /* one GEMV (layer 1's gate/up) refusing its norm, post-norm: that layer's add_norm stays,
+     * updating the residual in place where it lies, and the later folds move it from there */
+    if (post && L > 1) {
+        refuse_w = m->layers[1].w_gate->off;
+        build(m, &fake, false, &t);
+        all_claimed(name, "post gate_up 1 refused", &t);
+        residual_flow(name, "post gate_up 1 refused", &t);
+        CHECK(t.n == plain.n - 3 * L && count(&t, AK_K_ADD_NORM) == 1, "%s: %d commands, %d add_norms with one post fold refused",
+              name, t.n, count(&t, AK_K_ADD_NORM));
+        for (int i = 0; i < t.n; i++)
+            if (t.cmds[i].kernel == AK_K_ADD_NORM)
+                CHECK(!strcmp(t.labels[i], "layer.1.attn_residual_norm") && t.cmds[i + 1].fuse == AK_FUSE_GATE_OUT &&
+                      bound(&t.cmds[i], 0, AK_BUF_X, 0), "%s: the add_norm left is %s", name, t.labels[i]);
+        ak_table_free(&t);
+        refuse_w = 0;
+    }
     /* one GEMV (layer 1's gate/up) refusing its norm: that layer's ffn add_norm stays and
      * the output projection before it writes T as in the plain table */
     if (!post && L > 1) {
         refuse_w = m->layers[1].w_gate->off;
         build(m, &fake, false, &t);
         all_claimed(name, "gate_up 1 refused", &t);
+        residual_flow(name, "gate_up 1 refused", &t);
         CHECK(t.n == plain.n - 3 * L && count(&t, AK_K_ADD_NORM) == 1, "%s: %d commands, %d add_norms with one norm refused",
               name, t.n, count(&t, AK_K_ADD_NORM));
         for (int i = 0; i < t.n; i++)
