@@ -339,10 +339,26 @@ static size_t cmd_scratch(ak_cuda_cmd *c, int max_rows, ak_cuda_ctx *x, ak_err *
     }
 }
 
+/* A command's bindings as pointers (bufs NULL: 256 + offset, as cu_fuses judges
+ * alignment): the kernel's own eight in b, a post-norm fold's a, pw and new residual
+ * (slots 7..9) in rb. */
+static void bind_args(ak_cuda_args *a, const ak_cmd *c, void *const *bufs) {
+    void *ptr[AK_CMD_BINDS] = {0};
+    for (int s = 0; s < c->nbind && s < AK_CMD_BINDS; s++)
+        ptr[s] = bufs ? (uint8_t *)bufs[c->bind[s].buf] + c->bind[s].off : (void *)(uintptr_t)(256 + c->bind[s].off);
+    for (int s = 0; s < 8; s++) a->b[s] = ptr[s];
+    if (c->fuse & AK_FUSE_POST_IN)
+        for (int s = 0; s < 3; s++) a->rb[s] = ptr[7 + s];
+}
+
 /* The launch fields a command's fusions set (ak_cmd.fuse; see ak_cuda_args); the
  * merge's, from the attention before, once the arena is placed. */
 static void fused_args(ak_cuda_args *a, const ak_cmd *c) {
-    if (c->fuse & AK_FUSE_NORM_IN) { a->pro = AK_CUDA_PRO_NORM; a->pro_w = a->b[6]; a->eps = c->fp.eps; }
+    if (c->fuse & AK_FUSE_NORM_IN) {
+        a->pro = c->fuse & AK_FUSE_POST_IN ? AK_CUDA_PRO_POST : AK_CUDA_PRO_NORM;
+        a->pro_w = a->b[6];
+        a->eps = c->fp.eps;
+    }
     if (c->fuse & AK_FUSE_MERGE_IN) a->pro = AK_CUDA_PRO_MERGE;
     a->acc = (c->fuse & AK_FUSE_ADD_OUT) != 0;
     a->gated = (c->fuse & (AK_FUSE_GATE_OUT | AK_FUSE_GATE_IN)) != 0;
@@ -359,14 +375,15 @@ static bool cu_fuses(ak_backend *b, const ak_cmd *c) {
     (void)b;
     ak_cuda_args a;
     memset(&a, 0, sizeof a);
-    for (int s = 0; s < c->nbind; s++) a.b[s] = (void *)(uintptr_t)(256 + c->bind[s].off);
+    bind_args(&a, c, NULL);
     memcpy(a.p, c->params, sizeof a.p);
     fused_args(&a, c);
     const uint32_t f = c->fuse;
     switch (c->kernel) {
     case AK_K_GEMV:
-        return !(f & ~(uint32_t)(AK_FUSE_NORM_IN | AK_FUSE_MERGE_IN | AK_FUSE_ADD_OUT | AK_FUSE_GATE_OUT)) &&
+        return !(f & ~(uint32_t)(AK_FUSE_NORM_IN | AK_FUSE_MERGE_IN | AK_FUSE_ADD_OUT | AK_FUSE_GATE_OUT | AK_FUSE_POST_IN)) &&
                !((f & AK_FUSE_NORM_IN) && (f & AK_FUSE_MERGE_IN)) && ((const ak_p_mm *)c->params)->n == 1 &&
+               (!(f & AK_FUSE_POST_IN) || ((f & AK_FUSE_NORM_IN) && !(f & AK_FUSE_ADD_OUT) && c->nbind == AK_CMD_BINDS)) &&
                ak_cuda_gemv_fusable(&a, c->kernel);
     case AK_K_GEMV_ACT_DOWN:
         return !(f & ~(uint32_t)(AK_FUSE_ADD_OUT | AK_FUSE_GATE_IN)) && ak_cuda_gemv_fusable(&a, c->kernel);
@@ -462,7 +479,7 @@ static ak_status cu_encode(ak_backend *b, const ak_table *tab, void *const bufs[
             goto fail;
         }
         e->kernel = c->kernel;
-        for (int j = 0; j < c->nbind; j++) e->a.b[j] = (uint8_t *)bufs[c->bind[j].buf] + c->bind[j].off;
+        bind_args(&e->a, c, bufs);
         memcpy(e->a.p, c->params, sizeof e->a.p);
         e->a.patch = c->patch;
         e->a.bind_tok = c->bind_tok;

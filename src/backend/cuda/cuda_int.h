@@ -44,7 +44,9 @@ typedef struct {
     float eps;
     const float *pro_w;
     /* Decode: the rope_kv before an attention folded into it (AK_FUSE_ROPE): its
-     * parameters and its qk-norm weights, inv_freq and bias; rope.head_dim 0: not folded. */
+     * parameters, and in rb its qk-norm weights, inv_freq and bias; rope.head_dim 0: not
+     * folded. On a GEMV that folds a post-norm's add (pro PRO_POST), rb holds the branch
+     * a, its norm weight pw and where x + norm(a) * pw goes. */
     ak_p_rope_kv rope;
     const void *rb[4];
     /* Decode: the attention's split merge folded into the GEMV after it (AK_FUSE_SPLITS_OUT
@@ -66,7 +68,10 @@ typedef struct {
 
 /* x prologues of the streaming GEMV: none, RMSNorm, act(g) * u, the attention's split
  * merge, or x given as int8 codes already (gated 2) */
-enum { AK_CUDA_PRO_NONE = 0, AK_CUDA_PRO_NORM, AK_CUDA_PRO_ACT, AK_CUDA_PRO_MERGE, AK_CUDA_PRO_Q8 };
+/* PRO_POST: PRO_NORM of x + rmsnorm(a) * pw (AK_FUSE_POST_IN), instances of its own, so
+ * that the GEMVs of pre-norm models keep their registers (as a run-time branch of
+ * PRO_NORM, tg128 0.98x on Qwen3-0.6B) */
+enum { AK_CUDA_PRO_NONE = 0, AK_CUDA_PRO_NORM, AK_CUDA_PRO_ACT, AK_CUDA_PRO_MERGE, AK_CUDA_PRO_Q8, AK_CUDA_PRO_POST };
 
 /* Decode attention scratch: per head and split (max, sum, pad, pad, weighted V[head_dim]),
  * V 16-byte aligned; the next GEMV merges up to AK_ATTN_FOLD splits itself, the attention

@@ -159,7 +159,8 @@ __device__ __forceinline__ void gq_q8(const float (&v)[V], int (&packed)[V / 4],
  * sum, with TPB threads per 32 values (all loads of a thread in flight at once), x made
  * on the way (PRO: RMSNorm with pro_w, act(g) * u with u at x + K, or the merge of the
  * attention's ms splits in pro_w, where ms > 0). FLT: x as floats at xq instead (the
- * float weights' GEMV; xd and xs unused). */
+ * float weights' GEMV; xd and xs unused). PRO_POST: the RMSNorm of x + rmsnorm(a) * pw,
+ * a post-norm's add folded in (AK_FUSE_POST_IN; a, pw and where that sum goes in rb). */
 template <int TPB, int PRO, bool PROD, bool FLT = false>
 __device__ __forceinline__ void gq_prep(const ak_cuda_args &a, const float *x, int K, int nb, int8_t *xq, float *xd,
                                         int *xs, int ms) {
@@ -168,9 +169,32 @@ __device__ __forceinline__ void gq_prep(const ak_cuda_args &a, const float *x, i
     /* RMSNorm: with one pass (every block has its threads) the sum of squares comes from
      * the registers the codes are made from; else from a pass of its own first */
     const bool one = nb <= per;
+    constexpr bool NORM = PRO == AK_CUDA_PRO_NORM || PRO == AK_CUDA_PRO_POST;
     __shared__ float red[32];
     float r = 1.f;
-    if (PRO == AK_CUDA_PRO_NORM && !one) {
+    if constexpr (PRO == AK_CUDA_PRO_POST) {
+        /* x' = x + rmsnorm(a) pw, written out by every block and read back by it: each
+         * block's threads then see their own block's stores, which other blocks overwrite
+         * with the same values (made in registers, the loads below would take half as
+         * many again) */
+        const float4 *pa = (const float4 *)a.rb[0], *pw = (const float4 *)a.rb[1];
+        float4 *xo = (float4 *)a.rb[2];
+        float ss = 0;
+        for (int k = threadIdx.x; k < K / 4; k += AK_GQ_THREADS) {
+            const float4 v = pa[k];
+            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        }
+        const float ra = 1.0f / sqrtf(gq_block_sum<PROD>(ss, red) / (float)K + a.eps);
+        for (int k = threadIdx.x; k < K / 4; k += AK_GQ_THREADS) {
+            float4 t = ((const float4 *)x)[k];
+            const float4 u = pa[k], w = pw[k];
+            t.x += u.x * ra * w.x; t.y += u.y * ra * w.y; t.z += u.z * ra * w.z; t.w += u.w * ra * w.w;
+            xo[k] = t;
+        }
+        gq_sync<PROD>();
+        x = (const float *)xo;
+    }
+    if (NORM && !one) {
         float ss = 0;
 #pragma unroll 4
         for (int k = threadIdx.x; k < K / 4; k += AK_GQ_THREADS) {
@@ -216,13 +240,13 @@ __device__ __forceinline__ void gq_prep(const ak_cuda_args &a, const float *x, i
             for (int c = 0; c < V / 4; c++) {
                 float4 t = ((const float4 *)(x + k0))[c];
                 v[4 * c] = t.x; v[4 * c + 1] = t.y; v[4 * c + 2] = t.z; v[4 * c + 3] = t.w;
-                if (PRO == AK_CUDA_PRO_NORM || PRO == AK_CUDA_PRO_ACT) {
+                if (NORM || PRO == AK_CUDA_PRO_ACT) {
                     t = ((const float4 *)(PRO == AK_CUDA_PRO_ACT ? x + K + k0 : a.pro_w + k0))[c];
                     w[4 * c] = t.x; w[4 * c + 1] = t.y; w[4 * c + 2] = t.z; w[4 * c + 3] = t.w;
                 }
             }
         }
-        if (PRO == AK_CUDA_PRO_NORM && one) {
+        if (NORM && one) {
             float ss = 0.f;
 #pragma unroll
             for (int i = 0; i < V; i++) ss += v[i] * v[i];
@@ -231,7 +255,7 @@ __device__ __forceinline__ void gq_prep(const ak_cuda_args &a, const float *x, i
 #pragma unroll
         for (int i = 0; i < V; i++) {
             if (PRO == AK_CUDA_PRO_ACT) v[i] = in ? gq_act_mul(a.act, v[i], w[i]) : 0.f;
-            else if (PRO == AK_CUDA_PRO_NORM) v[i] = v[i] * r * w[i];
+            else if (NORM) v[i] = v[i] * r * w[i];
         }
         if constexpr (FLT) {
             if (in) {
@@ -1168,7 +1192,8 @@ static bool fast_ok(const ak_cuda_args &a, const ak_p_mm *p, int g0, int g1, boo
     int dt = p->dtype[g0];
     bool ok = (kq_type(dt) ? p->K % kq_block(dt) == 0 && p->K <= AK_GQ_MAX_K
                            : ak_cuda_is_float(dt) && p->K % 32 == 0 && p->K <= AK_GK_MAX_KF) && aligned16(a.b[3]) &&
-              (!p->last_only || p->ld_x % 4 == 0) && (!a.pro_w || aligned16(a.pro_w));
+              (!p->last_only || p->ld_x % 4 == 0) && (!a.pro_w || aligned16(a.pro_w)) &&
+              (a.pro != AK_CUDA_PRO_POST || (aligned16(a.rb[0]) && aligned16(a.rb[1]) && aligned16(a.rb[2])));
     int total = 0;
     for (int g = g0; g < g1; g++) {
         ok = ok && p->dtype[g] == dt && aligned16(a.b[g]);
@@ -1326,6 +1351,7 @@ static cudaError_t launch_segs(const ak_cuda_args &a, const ak_p_mm *p, int g0, 
         const int dt = p->dtype[g0];
         switch (a.pro) {
         case AK_CUDA_PRO_NORM: return launch_row<AK_CUDA_PRO_NORM>(a, stream, dt, total, sr, p->K, st);
+        case AK_CUDA_PRO_POST: return launch_row<AK_CUDA_PRO_POST>(a, stream, dt, total, sr, p->K, st);
         case AK_CUDA_PRO_ACT: return launch_row<AK_CUDA_PRO_ACT>(a, stream, dt, total, sr, p->K, st);
         case AK_CUDA_PRO_MERGE: return launch_row<AK_CUDA_PRO_MERGE>(a, stream, dt, total, sr, p->K, st);
         case AK_CUDA_PRO_Q8: return launch_row<AK_CUDA_PRO_Q8>(a, stream, dt, total, sr, p->K, st);
@@ -1408,6 +1434,7 @@ static ak_cuda_args act_down_args(const ak_cuda_args &c) {
 template <int DT, int JC> static cudaError_t gq_init() {
     cudaError_t e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NONE, JC, false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NORM, JC, false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_POST, JC, false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_NORM, JC, true, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_ACT, JC, false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_q<DT, AK_CUDA_PRO_MERGE, JC, false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
@@ -1422,6 +1449,7 @@ template <int DT, int JC> static cudaError_t gq_init() {
 template <int DT> static cudaError_t gs_init() {
     cudaError_t e = cudaFuncSetAttribute(k_gemv_s<DT, AK_CUDA_PRO_NONE>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_s<DT, AK_CUDA_PRO_NORM>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_s<DT, AK_CUDA_PRO_POST>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_s<DT, AK_CUDA_PRO_ACT>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_gemv_s<DT, AK_CUDA_PRO_MERGE>, cudaFuncAttributeMaxDynamicSharedMemorySize, AK_GQ_SMEM_MAX);
     return e;

@@ -619,6 +619,92 @@ static void test_mixed_norm(void) {
     w_free(&w);
 }
 
+/* A post-norm's add and the RMSNorm after it (Gemma 2/3: "x += norm(a) pw; xn = norm(x) w"),
+ * then a GEMV of xn: the decode fusions fold both into the GEMV (AK_FUSE_POST_IN), which
+ * writes x + norm(a) pw to X2 and leaves X as it was. Each kernel family's prologue:
+ * Q4_0 (K 1024: 4 threads per 32 values; K 8192: one), Q8_0 on the producer-warp kernel
+ * (K 4096), Q4_K and F16 through the ring, Q6_K with K 3072 in registers, and a Q4_K/Q6_K
+ * QKV of two launches, each writing X2. Against a double reference. */
+static void test_post_norm(void) {
+    struct { int K, nseg, N[3]; ak_dtype dt[3]; } v[] = {
+        {1024, 1, {512}, {AK_Q4_0}},   {8192, 1, {256}, {AK_Q4_0}},  {4096, 1, {4096}, {AK_Q8_0}},
+        {2048, 1, {768}, {AK_Q4_K}},   {1536, 1, {640}, {AK_F16}},   {3072, 1, {512}, {AK_Q6_K}},
+        {2048, 3, {1024, 256, 256}, {AK_Q4_K, AK_Q4_K, AK_Q6_K}},
+    };
+    for (int vi = 0; vi < (int)(sizeof v / sizeof *v); vi++) {
+        const int K = v[vi].K, nseg = v[vi].nseg;
+        int ld = 0;
+        world w;
+        memset(&w, 0, sizeof w);
+        size_t off[3], tot = 0;
+        for (int s = 0; s < nseg; s++) {
+            off[s] = tot;
+            ld += v[vi].N[s];
+            tot = (tot + ak_dtype_row_bytes(v[vi].dt[s], K) * (size_t)v[vi].N[s] + 255) & ~(size_t)255;
+        }
+        w_set(&w, AK_BUF_WEIGHTS, tot + (size_t)K * 8);
+        for (int s = 0; s < nseg; s++) fill_quant(w.data[0] + off[s], v[vi].dt[s], (int64_t)K * v[vi].N[s]);
+        float *pw = (float *)(w.data[0] + tot), *nw = pw + K;
+        for (int k = 0; k < K; k++) { pw[k] = 1.f + 0.5f * ak_rand_f(&rng); nw[k] = 1.f + 0.5f * ak_rand_f(&rng); }
+        w_rand(&w, AK_BUF_X, (size_t)K * 4, 1.f);
+        w_rand(&w, AK_BUF_T, (size_t)K * 4, 3.f);
+        w_set(&w, AK_BUF_XN, (size_t)K * 4);
+        w_set(&w, AK_BUF_X2, (size_t)K * 4);
+        w_set(&w, AK_BUF_QKV, (size_t)ld * 4);
+        ak_table tb = {0};
+        ak_p_norm pn = {.n = 1, .dim = K, .eps = 1e-5f, .flags = AK_NORM_F_POST};
+        ak_cmd *c = ak_table_push(&tb, AK_K_ADD_NORM, &pn, sizeof pn, "add_norm");
+        ak_cmd_bind(c, 0, AK_BUF_X, 0);
+        ak_cmd_bind(c, 1, AK_BUF_T, 0);
+        ak_cmd_bind(c, 2, AK_BUF_WEIGHTS, tot);
+        ak_cmd_bind(c, 3, AK_BUF_WEIGHTS, tot + (size_t)K * 4);
+        ak_cmd_bind(c, 4, AK_BUF_XN, 0);
+        ak_cmd_bind(c, 5, AK_BUF_WEIGHTS, 0);
+        ak_p_mm pm = {.n = 1, .K = K, .nseg = nseg, .ld_x = K, .ld_y = ld};
+        for (int s = 0; s < nseg; s++) { pm.N[s] = v[vi].N[s]; pm.dtype[s] = v[vi].dt[s]; }
+        c = ak_table_push(&tb, AK_K_GEMV, &pm, sizeof pm, "gemv");
+        for (int s = 0; s < 3; s++) ak_cmd_bind(c, s, AK_BUF_WEIGHTS, off[s < nseg ? s : 0]);
+        ak_cmd_bind(c, 3, AK_BUF_XN, 0);
+        ak_cmd_bind(c, 4, AK_BUF_QKV, 0);
+        ak_cmd_bind(c, 5, AK_BUF_WEIGHTS, 0);
+        tb.max_rows = 1;
+        ak_table f;   /* what the builder would emit for the GPU */
+        if (fused_copy(&tb, gpu, &f)) {
+            CHECK(f.n == 1 && f.cmds[0].fuse == (AK_FUSE_NORM_IN | AK_FUSE_POST_IN),
+                  "post-norm K %d: %d commands, fusions 0x%x (want both folded)", K, f.n, f.n ? f.cmds[0].fuse : 0u);
+            ak_table_free(&f);
+        }
+        ak_run r = {.pos = 0, .n = 1, .steps = 1};
+        float *got = run_on(gpu, &tb, &w, r, AK_BUF_QKV, 0, (size_t)ld), *x2 = run_on(gpu, &tb, &w, r, AK_BUF_X2, 0, (size_t)K);
+        float *x1 = run_on(gpu, &tb, &w, r, AK_BUF_X, 0, (size_t)K), *row = malloc((size_t)K * sizeof *row);
+        double *x = malloc((size_t)K * sizeof *x), *xc = malloc((size_t)K * sizeof *xc), *ref = malloc((size_t)ld * sizeof *ref);
+        const float *a = (const float *)w.data[AK_BUF_T], *x0 = (const float *)w.data[AK_BUF_X];
+        double ss = 0;
+        for (int k = 0; k < K; k++) ss += (double)a[k] * a[k];
+        const double ra = 1.0 / sqrt(ss / K + 1e-5);
+        for (int k = 0; k < K; k++) x[k] = x0[k] + a[k] * ra * pw[k];
+        const double dx2 = vs_ref(x2, x, (size_t)K);
+        CHECK(dx2 <= 1e-6, "post-norm K %d: the new residual (X2) rel %.3g", K, dx2);
+        CHECK(x1 && !memcmp(x1, x0, (size_t)K * 4), "post-norm K %d: X was written", K);
+        rms_norm_ref(x, nw, K, x);
+        memcpy(xc, x, (size_t)K * sizeof *xc);
+        for (int s = 0, col = 0; s < nseg; col += v[vi].N[s], s++) {
+            const ak_dtype t = v[vi].dt[s];
+            const bool fl = is_float(t);
+            if (!fl) x_codes(xc, K);
+            mv_ref(t, w.data[0] + off[s], K, v[vi].N[s], fl ? x : xc, NULL, ref, row);
+            const double slack = fl ? 0 : code_slack(x, K, t, w.data[0] + off[s], v[vi].N[s], ref, row);
+            const double d = got ? vs_ref(got + col, ref, (size_t)v[vi].N[s]) : 1.0, tol = mm_tol(t, true, !fl) + slack;
+            CHECK(d <= tol, "post-norm K %d segment %d (%s): rel %.3g > %.2g", K, s, ak_dtype_info[t].name, d, tol);
+            printf("post-norm add and norm folded: K %5d segment %d %-5s rel %.2e, X2 rel %.2e\n", K, s, ak_dtype_info[t].name, d, dx2);
+            memcpy(xc, x, (size_t)K * sizeof *xc);
+        }
+        free(got); free(x2); free(x1); free(row); free(x); free(xc); free(ref);
+        ak_table_free(&tb);
+        w_free(&w);
+    }
+}
+
 /* Two layers' worth of decode GEMVs: "x += W2 W1 norm(x); x += W2' (W1' norm(x) + b);
  * out = W3 norm(x)", which the decode fusions turn into five streaming GEMVs (the norms
  * folded into the GEMV after them, the residual adds into W2 and W2'), in one quant type
@@ -1285,6 +1371,7 @@ int main(void) {
     test_act_down();
     test_gated();
     test_mixed_norm();
+    test_post_norm();
     test_decode_layers();
     test_embed();
     test_encoder_ops();
