@@ -4,7 +4,7 @@
     tools/make_bench_models.py OUTDIR [--only NAME ...] [--force] [--list]
 
 Every file has the metadata keys and tensor names a converted model of that
-architecture has (llama / qwen3), a small SentencePiece-style ("llama") vocabulary
+architecture has (llama / qwen3 / gemma3), a small SentencePiece-style ("llama") vocabulary
 of the right size so llama.cpp accepts it, F32 norms near 1 and random quantized
 weights. The quant blocks are written directly as random bytes with finite f16 scales
 chosen so each weight has a standard deviation of about 0.5/sqrt(K); the numbers are
@@ -15,7 +15,9 @@ qwen3-0.6b-{q8_0,q4_0,q4_k_m}. The llama-3-8b-{q4_0,q8_0,q4_k_m,q6_k,f16} files 
 benchmarks, 4.7 / 8.5 / 5.0 / 6.6 / 16 GB) and every {q5_k_m,q3_k_s,q2_k,bf16} file only
 with --only. q4_k_m and q5_k_m mix Q4_K / Q5_K with Q6_K as llama.cpp's Q4_K_M and Q5_K_M
 do, q2_k mixes Q2_K with Q3_K as its Q2_K does; q3_k_s is Q3_K throughout; the
-quantized files keep token_embd / output in Q6_K.
+quantized files keep token_embd / output in Q6_K. gemma-3-270m-q4_k_m (only with
+--only) has the real Gemma 3 270M Q4_K_M file's types: rows of 640 values fall back from
+Q4_K / Q6_K to Q5_0 / Q8_0 as llama.cpp's quantizer does, token_embd is Q8_0.
 Existing files are kept unless --force.
 """
 import argparse
@@ -35,6 +37,10 @@ SHAPES = {
                        vocab=151936, rope=1000000.0, eps=1e-6, ctx=40960, tied=True, qk_norm=True),
     "llama-3-8b": dict(arch="llama", dim=4096, layers=32, heads=32, kv=8, head_dim=128, ffn=14336,
                        vocab=128256, rope=500000.0, eps=1e-5, ctx=8192, tied=False, qk_norm=False),
+    # post-norms (each branch normalised before its residual add), 5 of 6 layers sliding
+    "gemma-3-270m": dict(arch="gemma3", dim=640, layers=18, heads=4, kv=1, head_dim=256, ffn=2048,
+                         vocab=262144, rope=1000000.0, eps=1e-6, ctx=32768, tied=True, qk_norm=True,
+                         post_norms=True, sliding_window=512),
 }
 
 # name -> (shape, weight type, type of token_embd/output, general.file_type); weight types
@@ -54,16 +60,18 @@ MODELS = {
     "llama-3-8b-q4_k_m": ("llama-3-8b", "q4_k_m", QT.Q6_K, 15),
     "llama-3-8b-q6_k": ("llama-3-8b", QT.Q6_K, QT.Q6_K, 18),
     "llama-3-8b-f16": ("llama-3-8b", QT.F16, QT.F16, 1),
+    # as the real Gemma 3 270M Q4_K_M file (scripts/get-model): rows of 640 fall back to Q5_0 / Q8_0
+    "gemma-3-270m-q4_k_m": ("gemma-3-270m", "q4_k_m", QT.Q8_0, 15),
 }
 MORE = {"q5_k_m": ("q5_k_m", QT.Q6_K, 17), "q3_k_s": (QT.Q3_K, QT.Q6_K, 11), "q2_k": ("q2_k", QT.Q6_K, 10),
         "bf16": (QT.BF16, QT.BF16, 32)}   # (weight type, token_embd/output, file type), only with --only
 for shape in ("llama-3.2-1b", "llama-3-8b", "qwen3-0.6b"):
     for t, (wt, et, ft) in MORE.items():
         MODELS["%s-%s" % (shape, t)] = (shape, wt, et, ft)
-DEFAULT = [n for n in MODELS if not n.startswith("llama-3-8b") and n.rsplit("-", 1)[1] not in MORE]
+DEFAULT = [n for n in MODELS if not n.startswith(("llama-3-8b", "gemma")) and n.rsplit("-", 1)[1] not in MORE]
 
 # (elements per block, bytes per block)
-BLOCK = {QT.Q4_0: (32, 18), QT.Q8_0: (32, 34), QT.Q4_K: (256, 144), QT.Q6_K: (256, 210), QT.F16: (1, 2),
+BLOCK = {QT.Q4_0: (32, 18), QT.Q5_0: (32, 22), QT.Q8_0: (32, 34), QT.Q4_K: (256, 144), QT.Q6_K: (256, 210), QT.F16: (1, 2),
          QT.Q5_K: (256, 176), QT.Q3_K: (256, 110), QT.Q2_K: (256, 84), QT.BF16: (1, 2)}
 
 
@@ -90,6 +98,8 @@ class Gen:
         b = self.raw(nb * size).reshape(nb, size)
         if qt == QT.Q4_0:      # d*(q-8), q in 0..15: std 4.6 d
             b[:, 0:2] = self.scales(nb, w_std / 4.6)
+        elif qt == QT.Q5_0:    # d*(q-16), q in 0..31: std 9.2 d
+            b[:, 0:2] = self.scales(nb, w_std / 9.2)
         elif qt == QT.Q8_0:    # d*q, q int8: std 74 d
             b[:, 0:2] = self.scales(nb, w_std / 74.0)
         elif qt == QT.Q4_K:    # d*s*q - dmin*m; all 8 sub-block scales s = m = 8, dmin = 7.5 d
@@ -160,6 +170,10 @@ def mixed_type(wt, tensor, layer, layers):
     return QT.Q6_K if tensor in ("attn_v", "ffn_down") and more else QT.Q4_K if wt == "q4_k_m" else QT.Q5_K
 
 
+# llama.cpp's fallback where a row is not whole 256-value super-blocks
+FALLBACK = {QT.Q4_K: QT.Q5_0, QT.Q6_K: QT.Q8_0}
+
+
 def tensor_list(c, wt, et):
     """[(name, kind, type, rows, cols)]; kind 'w' (matrix) or 'n' (norm, cols elements)."""
     d, hd, ff = c["dim"], c["head_dim"], c["ffn"]
@@ -168,19 +182,25 @@ def tensor_list(c, wt, et):
     t = [("token_embd.weight", "w", et, c["vocab"], d)]
     for l in range(c["layers"]):
         p = "blk.%d." % l
-        m = lambda tensor: mixed_type(wt, tensor, l, L)
+        def m(tensor, cols):
+            qt = mixed_type(wt, tensor, l, L)
+            return FALLBACK.get(qt, qt) if cols % 256 else qt
         t += [(p + "attn_norm.weight", "n", QT.F32, 1, d),
-              (p + "attn_q.weight", "w", m("attn_q"), nq, d),
-              (p + "attn_k.weight", "w", m("attn_k"), nkv, d),
-              (p + "attn_v.weight", "w", m("attn_v"), nkv, d),
-              (p + "attn_output.weight", "w", m("attn_output"), d, nq)]
+              (p + "attn_q.weight", "w", m("attn_q", d), nq, d),
+              (p + "attn_k.weight", "w", m("attn_k", d), nkv, d),
+              (p + "attn_v.weight", "w", m("attn_v", d), nkv, d),
+              (p + "attn_output.weight", "w", m("attn_output", nq), d, nq)]
         if c["qk_norm"]:
             t += [(p + "attn_q_norm.weight", "n", QT.F32, 1, hd),
                   (p + "attn_k_norm.weight", "n", QT.F32, 1, hd)]
+        if c.get("post_norms"):
+            t.append((p + "post_attention_norm.weight", "n", QT.F32, 1, d))
         t += [(p + "ffn_norm.weight", "n", QT.F32, 1, d),
-              (p + "ffn_gate.weight", "w", m("ffn_gate"), ff, d),
-              (p + "ffn_up.weight", "w", m("ffn_up"), ff, d),
-              (p + "ffn_down.weight", "w", m("ffn_down"), d, ff)]
+              (p + "ffn_gate.weight", "w", m("ffn_gate", d), ff, d),
+              (p + "ffn_up.weight", "w", m("ffn_up", d), ff, d),
+              (p + "ffn_down.weight", "w", m("ffn_down", ff), d, ff)]
+        if c.get("post_norms"):
+            t.append((p + "post_ffw_norm.weight", "n", QT.F32, 1, d))
     t.append(("output_norm.weight", "n", QT.F32, 1, d))
     if not c["tied"]:
         t.append(("output.weight", "w", et, c["vocab"], d))
@@ -215,6 +235,8 @@ def make(name, path, seed):
     w.add_uint32(a + ".attention.value_length", c["head_dim"])
     w.add_uint32(a + ".rope.dimension_count", c["head_dim"])
     w.add_uint32(a + ".vocab_size", c["vocab"])
+    if "sliding_window" in c:
+        w.add_uint32(a + ".attention.sliding_window", c["sliding_window"])
     toks, scores, types = vocab(c["vocab"])
     w.add_string("tokenizer.ggml.model", "llama")
     w.add_string("tokenizer.ggml.pre", "default")
