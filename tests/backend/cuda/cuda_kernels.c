@@ -554,6 +554,26 @@ static void test_gated(void) {
     }
 }
 
+/* A GEMV of XN into QKV over up to three segments at weight offsets off, after the
+ * commands in tb (a one-row table). */
+static void push_segs(ak_table *tb, const ak_p_mm *pm, const size_t *off) {
+    ak_cmd *c = ak_table_push(tb, AK_K_GEMV, pm, sizeof *pm, "qkv");
+    for (int s = 0; s < 3; s++) ak_cmd_bind(c, s, AK_BUF_WEIGHTS, off[s < pm->nseg ? s : 0]);
+    ak_cmd_bind(c, 3, AK_BUF_XN, 0);
+    ak_cmd_bind(c, 4, AK_BUF_QKV, 0);
+    ak_cmd_bind(c, 5, AK_BUF_WEIGHTS, 0);
+    tb->max_rows = 1;
+}
+
+/* What the builder would emit for the GPU: tb as one command with the fusions want. */
+static void fuses_to_one(const ak_table *tb, uint32_t want, const char *what) {
+    ak_table f;
+    if (!fused_copy(tb, gpu, &f)) return;
+    CHECK(f.n == 1 && f.cmds[0].fuse == want, "%s: %d commands, fusions 0x%x (want one, 0x%x)", what, f.n,
+          f.n ? f.cmds[0].fuse : 0u, want);
+    ak_table_free(&f);
+}
+
 /* A QKV of two dtypes (a Q4_K_M file's Q and K in Q4_K, V in Q6_K) takes the RMSNorm
  * before it: one launch per dtype, each normalising x itself; the norm's command is gone
  * (XN stays unwritten) and the product is the one of the norm's output. */
@@ -582,18 +602,8 @@ static void test_mixed_norm(void) {
     ak_cmd_bind(c, 1, AK_BUF_WEIGHTS, tot);
     ak_cmd_bind(c, 2, AK_BUF_XN, 0);
     ak_p_mm pm = {.n = 1, .K = K, .nseg = 3, .N = {N[0], N[1], N[2]}, .dtype = {dt[0], dt[1], dt[2]}, .ld_x = K, .ld_y = LD};
-    c = ak_table_push(&tb, AK_K_GEMV, &pm, sizeof pm, "qkv");
-    for (int s = 0; s < 3; s++) ak_cmd_bind(c, s, AK_BUF_WEIGHTS, off[s]);
-    ak_cmd_bind(c, 3, AK_BUF_XN, 0);
-    ak_cmd_bind(c, 4, AK_BUF_QKV, 0);
-    ak_cmd_bind(c, 5, AK_BUF_WEIGHTS, 0);
-    tb.max_rows = 1;
-    ak_table f;   /* what the builder would emit for the GPU */
-    if (fused_copy(&tb, gpu, &f)) {
-        CHECK(f.n == 1 && f.cmds[0].fuse == AK_FUSE_NORM_IN, "mixed QKV: %d commands, fusions 0x%x (want the norm folded)",
-              f.n, f.n ? f.cmds[0].fuse : 0u);
-        ak_table_free(&f);
-    }
+    push_segs(&tb, &pm, off);
+    fuses_to_one(&tb, AK_FUSE_NORM_IN, "mixed QKV");
     ak_run r = {.pos = 0, .n = 1, .steps = 1};
     float *got = run_on(gpu, &tb, &w, r, AK_BUF_QKV, 0, LD), *xn = run_on(gpu, &tb, &w, r, AK_BUF_XN, 0, K);
     double x[K], ref[1024];
@@ -662,18 +672,8 @@ static void test_post_norm(void) {
         ak_cmd_bind(c, 5, AK_BUF_WEIGHTS, 0);
         ak_p_mm pm = {.n = 1, .K = K, .nseg = nseg, .ld_x = K, .ld_y = ld};
         for (int s = 0; s < nseg; s++) { pm.N[s] = v[vi].N[s]; pm.dtype[s] = v[vi].dt[s]; }
-        c = ak_table_push(&tb, AK_K_GEMV, &pm, sizeof pm, "gemv");
-        for (int s = 0; s < 3; s++) ak_cmd_bind(c, s, AK_BUF_WEIGHTS, off[s < nseg ? s : 0]);
-        ak_cmd_bind(c, 3, AK_BUF_XN, 0);
-        ak_cmd_bind(c, 4, AK_BUF_QKV, 0);
-        ak_cmd_bind(c, 5, AK_BUF_WEIGHTS, 0);
-        tb.max_rows = 1;
-        ak_table f;   /* what the builder would emit for the GPU */
-        if (fused_copy(&tb, gpu, &f)) {
-            CHECK(f.n == 1 && f.cmds[0].fuse == (AK_FUSE_NORM_IN | AK_FUSE_POST_IN),
-                  "post-norm K %d: %d commands, fusions 0x%x (want both folded)", K, f.n, f.n ? f.cmds[0].fuse : 0u);
-            ak_table_free(&f);
-        }
+        push_segs(&tb, &pm, off);
+        fuses_to_one(&tb, AK_FUSE_NORM_IN | AK_FUSE_POST_IN, "post-norm");
         ak_run r = {.pos = 0, .n = 1, .steps = 1};
         float *got = run_on(gpu, &tb, &w, r, AK_BUF_QKV, 0, (size_t)ld), *x2 = run_on(gpu, &tb, &w, r, AK_BUF_X2, 0, (size_t)K);
         float *x1 = run_on(gpu, &tb, &w, r, AK_BUF_X, 0, (size_t)K), *row = malloc((size_t)K * sizeof *row);
