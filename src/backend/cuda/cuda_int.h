@@ -67,10 +67,9 @@ typedef struct {
 } ak_cuda_args;
 
 /* x prologues of the streaming GEMV: none, RMSNorm, act(g) * u, the attention's split
- * merge, or x given as int8 codes already (gated 2) */
-/* PRO_POST: PRO_NORM of x + rmsnorm(a) * pw (AK_FUSE_POST_IN), instances of its own, so
- * that the GEMVs of pre-norm models keep their registers (as a run-time branch of
- * PRO_NORM, tg128 0.98x on Qwen3-0.6B) */
+ * merge, x given as int8 codes already (gated 2), or the RMSNorm of x + rmsnorm(a) * pw
+ * (AK_FUSE_POST_IN): instances of its own, so that the pre-norm models' GEMVs keep their
+ * registers (as a run-time branch of PRO_NORM it cost Qwen3-0.6B 2 %; bench/README) */
 enum { AK_CUDA_PRO_NONE = 0, AK_CUDA_PRO_NORM, AK_CUDA_PRO_ACT, AK_CUDA_PRO_MERGE, AK_CUDA_PRO_Q8, AK_CUDA_PRO_POST };
 
 /* Decode attention scratch: per head and split (max, sum, pad, pad, weighted V[head_dim]),
