@@ -12,6 +12,9 @@
 #   bench/gpu-compare.sh [MODEL ...]     (default: the 8B shape in Q4_0, Q8_0, Q4_K_M, Q6_K
 #                                         and F16, and Qwen3-0.6B in Q4_K_M)
 #   DEPTHS="0 4096" bench/gpu-compare.sh qwen3-0.6b-q4_0
+# An MLX model (NAME-mlxB, a checkpoint directory llama.cpp cannot read) is compared with
+# llama.cpp running the GGUF of the same shape whose type is nearest: mlx2 q2_k, mlx3
+# q3_k_s, mlx4 q4_1 (the same affine form, groups of 32), mlx6 q6_k, mlx8 q8_0.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/build-gpu/compare-out}
@@ -39,18 +42,27 @@ fi
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a-real >/dev/null 2>&1 &&
     cmake --build build-gpu -j"$(nproc)" --target akunu_cli >/dev/null 2>&1 || { echo "akunu build failed"; exit 1; }
 mkdir -p models
-python3 tools/make_bench_models.py models --only "${models[@]}" >/dev/null || exit 1
+# the GGUF llama.cpp runs for model $1
+peer() {
+    case "$1" in
+    *-mlx2) echo "${1%-mlx2}-q2_k" ;; *-mlx3) echo "${1%-mlx3}-q3_k_s" ;; *-mlx4) echo "${1%-mlx4}-q4_1" ;;
+    *-mlx6) echo "${1%-mlx6}-q6_k" ;; *-mlx8) echo "${1%-mlx8}-q8_0" ;; *) echo "$1" ;;
+    esac
+}
+peers=(); for m in "${models[@]}"; do peers+=("$(peer "$m")"); done
+python3 tools/make_bench_models.py models --only "${models[@]}" "${peers[@]}" >/dev/null || exit 1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "KV cache: $kv"
 printf "| model | test | akunu t/s | llama.cpp t/s | ratio |\n| --- | --- | ---: | ---: | ---: |\n"
 hosts=""
 for m in "${models[@]}"; do
-    f=models/bench-$m.gguf
+    f=models/bench-$m.gguf; [ -d "models/bench-$m" ] && f=models/bench-$m
+    p=$(peer "$m"); label=$m; [ "$p" = "$m" ] || label="$m (llama.cpp: $p)"
     for d in "${depths[@]}"; do
         # the same KV-cache type in both (f16: llama.cpp's default)
         AKUNU_CUDA_STATS=1 build-gpu/akunu bench -m "$f" --backend cuda --kv "$kv" -p 512 -n 128 -d "$d" -r 5 --json > "$OUT/akunu-$m-$kv-d$d.json" 2> "$OUT/akunu-$m-$kv-d$d.stats"
-        "$lb/b/bin/llama-bench" -m "$f" -ngl 99 ${lkv[@]+"${lkv[@]}"} -p 512 -n 128 -d "$d" -r 5 -o json > "$OUT/llama-$m-$kv-d$d.json" 2>/dev/null
-        python3 - "$m" "$OUT/akunu-$m-$kv-d$d.json" "$OUT/llama-$m-$kv-d$d.json" <<'PY'
+        "$lb/b/bin/llama-bench" -m "models/bench-$p.gguf" -ngl 99 ${lkv[@]+"${lkv[@]}"} -p 512 -n 128 -d "$d" -r 5 -o json > "$OUT/llama-$m-$kv-d$d.json" 2>/dev/null
+        python3 - "$label" "$OUT/akunu-$m-$kv-d$d.json" "$OUT/llama-$m-$kv-d$d.json" <<'PY'
 import json, sys
 m, a, l = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
 def name(r):

@@ -18,17 +18,27 @@ do, q2_k mixes Q2_K with Q3_K as its Q2_K does; q3_k_s is Q3_K throughout; the
 quantized files keep token_embd / output in Q6_K. gemma-3-270m-q4_k_m (only with
 --only) has the real Gemma 3 270M Q4_K_M file's types: rows of 640 values fall back from
 Q4_K / Q6_K to Q5_0 / Q8_0 as llama.cpp's quantizer does, token_embd is Q8_0.
+The legacy types (q4_1, q5_0, q5_1; only with --only) keep token_embd / output in Q6_K.
+NAME-mlxB (B = 2, 3, 4, 6, 8; only with --only) is an MLX checkpoint directory
+(config.json, model.safetensors; llama and qwen3 shapes) with every matrix, the
+embeddings too, B-bit affine in groups of 64 with f16 scales and biases, as mlx-lm
+converts by default.
 Existing files are kept unless --force.
 """
 import argparse
+import json
 import math
 import os
+import shutil
 import sys
 import time
 
 import numpy as np
 import gguf
 from gguf import GGMLQuantizationType as QT
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_mlx import hf_name, write_safetensors  # noqa: E402
 
 SHAPES = {
     "llama-3.2-1b": dict(arch="llama", dim=2048, layers=16, heads=32, kv=8, head_dim=64, ffn=8192,
@@ -63,15 +73,27 @@ MODELS = {
     # as the real Gemma 3 270M Q4_K_M file (scripts/get-model): rows of 640 fall back to Q5_0 / Q8_0
     "gemma-3-270m-q4_k_m": ("gemma-3-270m", "q4_k_m", QT.Q8_0, 15),
 }
+# (weight type, token_embd/output, file type), only with --only; the legacy types keep
+# token_embd / output in Q6_K as llama.cpp's quantizer does
 MORE = {"q5_k_m": ("q5_k_m", QT.Q6_K, 17), "q3_k_s": (QT.Q3_K, QT.Q6_K, 11), "q2_k": ("q2_k", QT.Q6_K, 10),
-        "bf16": (QT.BF16, QT.BF16, 32)}   # (weight type, token_embd/output, file type), only with --only
-for shape in ("llama-3.2-1b", "llama-3-8b", "qwen3-0.6b"):
+        "bf16": (QT.BF16, QT.BF16, 32), "q4_1": (QT.Q4_1, QT.Q6_K, 3), "q5_0": (QT.Q5_0, QT.Q6_K, 8),
+        "q5_1": (QT.Q5_1, QT.Q6_K, 9)}
+# MLX affine checkpoints (a directory: config.json, model.safetensors), only with --only:
+# every matrix, the embeddings too, quantized with groups of 64 and f16 scales and biases,
+# as mlx-lm's convert does by default
+MLX_BITS = (2, 3, 4, 6, 8)
+SHAPES3 = ("llama-3.2-1b", "llama-3-8b", "qwen3-0.6b")
+for shape in SHAPES3:
     for t, (wt, et, ft) in MORE.items():
         MODELS["%s-%s" % (shape, t)] = (shape, wt, et, ft)
-DEFAULT = [n for n in MODELS if not n.startswith(("llama-3-8b", "gemma")) and n.rsplit("-", 1)[1] not in MORE]
+    for b in MLX_BITS:
+        MODELS["%s-mlx%d" % (shape, b)] = (shape, "mlx", b, None)
+DEFAULT = [n for n in MODELS if not n.startswith(("llama-3-8b", "gemma")) and n.rsplit("-", 1)[1] not in MORE
+           and MODELS[n][1] != "mlx"]
+MLX_GROUP = 64
 
 # (elements per block, bytes per block)
-BLOCK = {QT.Q4_0: (32, 18), QT.Q5_0: (32, 22), QT.Q8_0: (32, 34), QT.Q4_K: (256, 144), QT.Q6_K: (256, 210), QT.F16: (1, 2),
+BLOCK = {QT.Q4_0: (32, 18), QT.Q4_1: (32, 20), QT.Q5_0: (32, 22), QT.Q5_1: (32, 24), QT.Q8_0: (32, 34), QT.Q4_K: (256, 144), QT.Q6_K: (256, 210), QT.F16: (1, 2),
          QT.Q5_K: (256, 176), QT.Q3_K: (256, 110), QT.Q2_K: (256, 84), QT.BF16: (1, 2)}
 
 
@@ -98,8 +120,16 @@ class Gen:
         b = self.raw(nb * size).reshape(nb, size)
         if qt == QT.Q4_0:      # d*(q-8), q in 0..15: std 4.6 d
             b[:, 0:2] = self.scales(nb, w_std / 4.6)
+        elif qt == QT.Q4_1:    # d*q + m, q in 0..15, m = -7.5 d
+            d = self.scales(nb, w_std / 4.6)
+            b[:, 0:2] = d
+            b[:, 2:4] = (d.view(np.float16) * np.float16(-7.5)).view(np.uint8)
         elif qt == QT.Q5_0:    # d*(q-16), q in 0..31: std 9.2 d
             b[:, 0:2] = self.scales(nb, w_std / 9.2)
+        elif qt == QT.Q5_1:    # d*q + m, q in 0..31, m = -15.5 d
+            d = self.scales(nb, w_std / 9.2)
+            b[:, 0:2] = d
+            b[:, 2:4] = (d.view(np.float16) * np.float16(-15.5)).view(np.uint8)
         elif qt == QT.Q8_0:    # d*q, q int8: std 74 d
             b[:, 0:2] = self.scales(nb, w_std / 74.0)
         elif qt == QT.Q4_K:    # d*s*q - dmin*m; all 8 sub-block scales s = m = 8, dmin = 7.5 d
@@ -268,6 +298,52 @@ def make(name, path, seed):
     os.replace(path + ".tmp", path)
 
 
+def make_mlx(name, path, seed):
+    """An MLX checkpoint directory: HF tensor names (tools/make_mlx.py), random codes with
+    f16 scales such that each weight has a standard deviation of about 0.5/sqrt(K) and
+    biases centring the codes."""
+    shape, _, bits, _ = MODELS[name]
+    c = SHAPES[shape]
+    assert c["arch"] in ("llama", "qwen3"), shape
+    g = Gen(seed)
+    q = {"group_size": MLX_GROUP, "bits": bits, "mode": "affine"}
+    cfg = {"architectures": ["LlamaForCausalLM" if c["arch"] == "llama" else "Qwen3ForCausalLM"],
+           "model_type": c["arch"], "hidden_size": c["dim"], "num_hidden_layers": c["layers"],
+           "num_attention_heads": c["heads"], "num_key_value_heads": c["kv"], "head_dim": c["head_dim"],
+           "intermediate_size": c["ffn"], "rms_norm_eps": c["eps"], "rope_theta": c["rope"],
+           "max_position_embeddings": c["ctx"], "hidden_act": "silu", "vocab_size": c["vocab"],
+           "tie_word_embeddings": c["tied"], "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float16",
+           "quantization": q, "quantization_config": q}
+    levels = 2 ** bits
+    q_std = levels / math.sqrt(12.0)   # of codes uniform on 0..levels-1
+    out = []
+    for tn, kind, _, rows, cols in tensor_list(c, QT.F16, QT.F16):
+        hn = hf_name(tn)
+        if kind == "n":
+            out.append((hn, g.norm(cols).astype(np.float16), "F16"))
+            continue
+        module = hn[: -len(".weight")]
+        words = g.raw(rows * cols * bits // 8).view("<u4").reshape(rows, cols * bits // 32)
+        sc = g.scales(rows * cols // MLX_GROUP, 0.5 / math.sqrt(cols) / q_std).view(np.float16)
+        bias = sc * np.float16(-(levels - 1) / 2.0)
+        out += [(hn, words, "U32"), (module + ".scales", sc.reshape(rows, -1), "F16"),
+                (module + ".biases", bias.reshape(rows, -1), "F16")]
+    tmp = path + ".tmp"
+    os.makedirs(tmp, exist_ok=True)
+    with open(os.path.join(tmp, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    write_safetensors(os.path.join(tmp, "model.safetensors"), out, {"format": "mlx"})
+    if os.path.exists(path):
+        shutil.rmtree(path)
+    os.replace(tmp, path)
+
+
+def size(path):
+    if not os.path.isdir(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("outdir")
@@ -286,13 +362,14 @@ def main():
         sys.exit("unknown model(s): %s; known: %s" % (" ".join(bad), " ".join(MODELS)))
     os.makedirs(args.outdir, exist_ok=True)
     for i, n in enumerate(names):
-        path = os.path.join(args.outdir, "bench-%s.gguf" % n)
+        mlx = MODELS[n][1] == "mlx"
+        path = os.path.join(args.outdir, "bench-%s%s" % (n, "" if mlx else ".gguf"))
         if os.path.exists(path) and not args.force:
             print("%s: exists" % path)
             continue
         t0 = time.time()
-        make(n, path, args.seed + i)
-        print("%s: %.2f GB in %.1f s" % (path, os.path.getsize(path) / 1e9, time.time() - t0), flush=True)
+        (make_mlx if mlx else make)(n, path, args.seed + i)
+        print("%s: %.2f GB in %.1f s" % (path, size(path) / 1e9, time.time() - t0), flush=True)
     return 0
 
 
