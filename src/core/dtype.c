@@ -43,7 +43,6 @@ const ak_dtype_traits ak_dtype_info[AK_DTYPE_COUNT] = {
     /* MLX affine weights repacked at load into 32-value blocks (core/mlx.h) */
     [AK_MLX_Q2] = {"MLX_Q2", -1, 32, 12, ak_mlx_dequant_q2, 2},
     [AK_MLX_Q3] = {"MLX_Q3", -1, 32, 16, ak_mlx_dequant_q3, 3},
-    [AK_MLX_Q4] = {"MLX_Q4", -1, 32, 20, ak_mlx_dequant_q4, 4},
     [AK_MLX_Q6] = {"MLX_Q6", -1, 32, 28, ak_mlx_dequant_q6, 6},
     [AK_MLX_Q8] = {"MLX_Q8", -1, 32, 36, ak_mlx_dequant_q8, 8},
 };

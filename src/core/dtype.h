@@ -11,8 +11,9 @@ typedef enum {
     AK_Q4_0, AK_Q4_1, AK_Q5_0, AK_Q5_1, AK_Q8_0,
     AK_Q2_K, AK_Q3_K, AK_Q4_K, AK_Q5_K, AK_Q6_K,
     /* MLX affine quantization, repacked at load (core/mlx.h) into 32-value blocks: an
-     * f16 scale, an f16 bias and 32 `bits`-bit codes as an LSB-first bit stream. */
-    AK_MLX_Q2, AK_MLX_Q3, AK_MLX_Q4, AK_MLX_Q6, AK_MLX_Q8,
+     * f16 scale, an f16 bias and 32 `bits`-bit codes as an LSB-first bit stream (4-bit
+     * rows become Q4_1, which is the same affine block). */
+    AK_MLX_Q2, AK_MLX_Q3, AK_MLX_Q6, AK_MLX_Q8,
     AK_DTYPE_COUNT
 } ak_dtype;
 

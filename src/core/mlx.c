@@ -67,7 +67,7 @@ int ak_mlx_dtype(int bits) {
     switch (bits) {
     case 2: return AK_MLX_Q2;
     case 3: return AK_MLX_Q3;
-    case 4: return AK_MLX_Q4;
+    case 4: return AK_Q4_1;
     case 6: return AK_MLX_Q6;
     case 8: return AK_MLX_Q8;
     default: return -1;
@@ -100,7 +100,13 @@ bool ak_mlx_repack_row(int bits, int group_size, const void *w, const void *scal
         for (int k = 0; k < group_size / AK_MLX_BLOCK; k++) {
             o[0] = (uint8_t)s; o[1] = (uint8_t)(s >> 8);
             o[2] = (uint8_t)c; o[3] = (uint8_t)(c >> 8);
-            memcpy(o + 4, src, code_bytes);
+            if (bits == 4) /* Q4_1: byte i holds codes i (low) and i + 16; the stream, 2i and 2i + 1 */
+                for (int i = 0; i < 16; i++) {
+                    int lo = (src[i / 2] >> (4 * (i % 2))) & 0xF, hi = (src[8 + i / 2] >> (4 * (i % 2))) & 0xF;
+                    o[4 + i] = (uint8_t)(lo | hi << 4);
+                }
+            else
+                memcpy(o + 4, src, code_bytes);
             o += 4 + code_bytes;
             src += code_bytes;
         }
@@ -133,6 +139,5 @@ static void dq_blocks(int bits, const void *src, float *dst, int64_t n) {
 
 void ak_mlx_dequant_q2(const void *src, float *dst, int64_t n) { dq_blocks(2, src, dst, n); }
 void ak_mlx_dequant_q3(const void *src, float *dst, int64_t n) { dq_blocks(3, src, dst, n); }
-void ak_mlx_dequant_q4(const void *src, float *dst, int64_t n) { dq_blocks(4, src, dst, n); }
 void ak_mlx_dequant_q6(const void *src, float *dst, int64_t n) { dq_blocks(6, src, dst, n); }
 void ak_mlx_dequant_q8(const void *src, float *dst, int64_t n) { dq_blocks(8, src, dst, n); }

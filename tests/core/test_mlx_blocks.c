@@ -1,4 +1,4 @@
-/* MLX 32-value block types (AK_MLX_Q2..Q8): traits, a hand-built block, and repacking
+/* MLX 32-value block types (AK_MLX_Q2..Q8; Q4_1 for 4 bits): traits, a hand-built block, repacking
  * random MLX rows for every bits x group x scale type: the blocks must dequantize to
  * exactly what ak_mlx_dequant_row gives for the original layout when scales are f16 or
  * bf16 (in f16 range), and to what it gives with f16-rounded scales when they are f32
@@ -16,9 +16,10 @@ static const int BITS[] = {2, 3, 4, 6, 8}, GROUPS[] = {32, 64, 128};
 static void test_traits(void) {
     for (int i = 0; i < 5; i++) {
         int b = BITS[i], t = ak_mlx_dtype(b);
-        CHECK(t >= 0 && ak_dtype_info[t].mlx_bits == b && ak_dtype_info[t].block == 32 &&
-              ak_dtype_info[t].block_bytes == 4 + 4 * b && ak_dtype_info[t].block_bytes == ak_mlx_block_bytes(b) &&
-              ak_dtype_info[t].dequant && ak_dtype_info[t].ggml_type == -1, "traits of %d bits", b);
+        /* 4 bits: Q4_1, the same block with its codes reordered */
+        CHECK(t >= 0 && (b == 4 ? t == AK_Q4_1 : ak_dtype_info[t].mlx_bits == b && ak_dtype_info[t].ggml_type == -1) &&
+              ak_dtype_info[t].block == 32 && ak_dtype_info[t].block_bytes == 4 + 4 * b &&
+              ak_dtype_info[t].block_bytes == ak_mlx_block_bytes(b) && ak_dtype_info[t].dequant, "traits of %d bits", b);
         CHECK(ak_dtype_row_bytes((ak_dtype)t, 128) == (size_t)(4 * (4 + 4 * b)), "row bytes");
         CHECK(ak_cpu_dot((ak_dtype)t) != NULL, "a CPU dot product for MLX %d bits", b);
     }

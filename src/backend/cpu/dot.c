@@ -91,14 +91,14 @@ static float dot_f32_w_ref(int64_t K, const void *w, const float *x, float *scra
 #define GENERIC(T) static float dot_gen_##T(int64_t K, const void *w, const float *x, float *s) { return dot_generic(T, K, w, x, s); }
 GENERIC(AK_F16) GENERIC(AK_BF16) GENERIC(AK_Q4_0) GENERIC(AK_Q4_1) GENERIC(AK_Q5_0) GENERIC(AK_Q5_1) GENERIC(AK_Q8_0)
 GENERIC(AK_Q2_K) GENERIC(AK_Q3_K) GENERIC(AK_Q4_K) GENERIC(AK_Q5_K) GENERIC(AK_Q6_K)
-GENERIC(AK_MLX_Q2) GENERIC(AK_MLX_Q3) GENERIC(AK_MLX_Q4) GENERIC(AK_MLX_Q6) GENERIC(AK_MLX_Q8)
+GENERIC(AK_MLX_Q2) GENERIC(AK_MLX_Q3) GENERIC(AK_MLX_Q6) GENERIC(AK_MLX_Q8)
 
 static const ak_dot_fn generic[AK_DTYPE_COUNT] = {
     [AK_F32] = dot_f32_w_ref, [AK_F16] = dot_gen_AK_F16, [AK_BF16] = dot_gen_AK_BF16, [AK_Q4_0] = dot_gen_AK_Q4_0,
     [AK_Q4_1] = dot_gen_AK_Q4_1, [AK_Q5_0] = dot_gen_AK_Q5_0, [AK_Q5_1] = dot_gen_AK_Q5_1, [AK_Q8_0] = dot_gen_AK_Q8_0,
     [AK_Q2_K] = dot_gen_AK_Q2_K, [AK_Q3_K] = dot_gen_AK_Q3_K, [AK_Q4_K] = dot_gen_AK_Q4_K, [AK_Q5_K] = dot_gen_AK_Q5_K,
     [AK_Q6_K] = dot_gen_AK_Q6_K, [AK_MLX_Q2] = dot_gen_AK_MLX_Q2, [AK_MLX_Q3] = dot_gen_AK_MLX_Q3,
-    [AK_MLX_Q4] = dot_gen_AK_MLX_Q4, [AK_MLX_Q6] = dot_gen_AK_MLX_Q6, [AK_MLX_Q8] = dot_gen_AK_MLX_Q8,
+    [AK_MLX_Q6] = dot_gen_AK_MLX_Q6, [AK_MLX_Q8] = dot_gen_AK_MLX_Q8,
 };
 
 /* The widest kernel the level allows: AVX-512 where it has one, else AVX2, else the

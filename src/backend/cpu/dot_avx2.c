@@ -399,11 +399,10 @@ AVX2 static inline __m256 mlx_blk(int bits, const uint8_t *p, const float *x, __
 
 #define MLX_BLK(B) \
     AVX2 static inline __m256 mlx##B##_blk(const uint8_t *p, const float *x, __m256 acc) { return mlx_blk(B, p, x, acc); }
-MLX_BLK(2) MLX_BLK(3) MLX_BLK(4) MLX_BLK(6) MLX_BLK(8)
+MLX_BLK(2) MLX_BLK(3) MLX_BLK(6) MLX_BLK(8)
 
 BLOCKS32(dot_mlx_q2, mlx2_blk, 12)
 BLOCKS32(dot_mlx_q3, mlx3_blk, 16)
-BLOCKS32(dot_mlx_q4, mlx4_blk, 20)
 BLOCKS32(dot_mlx_q6, mlx6_blk, 28)
 BLOCKS32(dot_mlx_q8, mlx8_blk, 36)
 
@@ -411,7 +410,7 @@ const ak_dot_fn ak_dot_avx2[AK_DTYPE_COUNT] = {
     [AK_F32] = dot_f32,   [AK_F16] = dot_f16,   [AK_BF16] = dot_bf16, [AK_Q4_0] = dot_q4_0,
     [AK_Q4_1] = dot_q4_1, [AK_Q5_0] = dot_q5_0, [AK_Q5_1] = dot_q5_1, [AK_Q8_0] = dot_q8_0,
     [AK_Q2_K] = dot_q2_k, [AK_Q3_K] = dot_q3_k, [AK_Q4_K] = dot_q4_k, [AK_Q5_K] = dot_q5_k,
-    [AK_Q6_K] = dot_q6_k, [AK_MLX_Q2] = dot_mlx_q2, [AK_MLX_Q3] = dot_mlx_q3, [AK_MLX_Q4] = dot_mlx_q4,
+    [AK_Q6_K] = dot_q6_k, [AK_MLX_Q2] = dot_mlx_q2, [AK_MLX_Q3] = dot_mlx_q3,
     [AK_MLX_Q6] = dot_mlx_q6, [AK_MLX_Q8] = dot_mlx_q8,
 };
 
@@ -615,13 +614,13 @@ AVX2 static inline void dq_mlx(int bits, const uint8_t *p, float *dst, int64_t n
 
 #define DQ_MLX(B) \
     AVX2 static void dq_mlx_q##B(const void *src, float *dst, int64_t n) { dq_mlx(B, src, dst, n); }
-DQ_MLX(2) DQ_MLX(3) DQ_MLX(4) DQ_MLX(6) DQ_MLX(8)
+DQ_MLX(2) DQ_MLX(3) DQ_MLX(6) DQ_MLX(8)
 
 const ak_dequant_fn ak_dequant_avx2[AK_DTYPE_COUNT] = {
     [AK_F16] = dq_f16,     [AK_BF16] = dq_bf16,   [AK_Q4_0] = dq_q4_0,   [AK_Q4_1] = dq_q4_1,
     [AK_Q5_0] = dq_q5_0,   [AK_Q5_1] = dq_q5_1,   [AK_Q8_0] = dq_q8_0,   [AK_Q2_K] = dq_q2_k,
     [AK_Q3_K] = dq_q3_k,   [AK_Q4_K] = dq_q4_k,   [AK_Q5_K] = dq_q5_k,   [AK_Q6_K] = dq_q6_k,
-    [AK_MLX_Q2] = dq_mlx_q2, [AK_MLX_Q3] = dq_mlx_q3, [AK_MLX_Q4] = dq_mlx_q4, [AK_MLX_Q6] = dq_mlx_q6,
+    [AK_MLX_Q2] = dq_mlx_q2, [AK_MLX_Q3] = dq_mlx_q3, [AK_MLX_Q6] = dq_mlx_q6,
     [AK_MLX_Q8] = dq_mlx_q8,
 };
 #else

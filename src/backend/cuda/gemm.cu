@@ -228,7 +228,6 @@ static bool dequant_kq(int dt, const uint8_t *w, int K, int64_t r0, int nr, __ha
     case AK_Q6_K: dequant_kq<AK_Q6_K>(w, K, r0, nr, out, st); return true;
     case AK_MLX_Q2: dequant_kq<AK_MLX_Q2>(w, K, r0, nr, out, st); return true;
     case AK_MLX_Q3: dequant_kq<AK_MLX_Q3>(w, K, r0, nr, out, st); return true;
-    case AK_MLX_Q4: dequant_kq<AK_MLX_Q4>(w, K, r0, nr, out, st); return true;
     case AK_MLX_Q6: dequant_kq<AK_MLX_Q6>(w, K, r0, nr, out, st); return true;
     case AK_MLX_Q8: dequant_kq<AK_MLX_Q8>(w, K, r0, nr, out, st); return true;
     default: return false;

@@ -1320,7 +1320,6 @@ static cudaError_t launch_k(const ak_cuda_args &a, int dt, int total, seg_range 
     case AK_Q6_K: return launch_k<AK_Q6_K, PRO>(a, total, sr, K, st);
     case AK_MLX_Q2: return launch_k<AK_MLX_Q2, PRO>(a, total, sr, K, st);
     case AK_MLX_Q3: return launch_k<AK_MLX_Q3, PRO>(a, total, sr, K, st);
-    case AK_MLX_Q4: return launch_k<AK_MLX_Q4, PRO>(a, total, sr, K, st);
     case AK_MLX_Q6: return launch_k<AK_MLX_Q6, PRO>(a, total, sr, K, st);
     case AK_MLX_Q8: return launch_k<AK_MLX_Q8, PRO>(a, total, sr, K, st);
     case AK_F32: return launch_k<AK_F32, PRO>(a, total, sr, K, st);
@@ -1368,7 +1367,7 @@ static cudaError_t launch_segs(const ak_cuda_args &a, const ak_p_mm *p, int g0, 
         switch (p->dtype[g0]) {
 #define KM(T) case T: return ak_launch(k_gemv_km<T>, dim3(blocks), dim3(AK_GQ_THREADS), sm, st, a, sr);
         KM(AK_Q4_0) KM(AK_Q8_0) KM(AK_Q4_1) KM(AK_Q5_0) KM(AK_Q5_1) KM(AK_Q2_K) KM(AK_Q3_K) KM(AK_Q4_K) KM(AK_Q5_K) KM(AK_Q6_K)
-        KM(AK_MLX_Q2) KM(AK_MLX_Q3) KM(AK_MLX_Q4) KM(AK_MLX_Q6) KM(AK_MLX_Q8)
+        KM(AK_MLX_Q2) KM(AK_MLX_Q3) KM(AK_MLX_Q6) KM(AK_MLX_Q8)
 #undef KM
         default: break;
         }
@@ -1470,7 +1469,6 @@ extern "C" int ak_cuda_init_gemv(void) {
     if (e == cudaSuccess) e = km_init<AK_Q6_K>();
     if (e == cudaSuccess) e = km_init<AK_MLX_Q2>();
     if (e == cudaSuccess) e = km_init<AK_MLX_Q3>();
-    if (e == cudaSuccess) e = km_init<AK_MLX_Q4>();
     if (e == cudaSuccess) e = km_init<AK_MLX_Q6>();
     if (e == cudaSuccess) e = km_init<AK_MLX_Q8>();
     if (e == cudaSuccess) e = gs_init<AK_Q4_1>();
@@ -1483,7 +1481,6 @@ extern "C" int ak_cuda_init_gemv(void) {
     if (e == cudaSuccess) e = gs_init<AK_Q6_K>();
     if (e == cudaSuccess) e = gs_init<AK_MLX_Q2>();
     if (e == cudaSuccess) e = gs_init<AK_MLX_Q3>();
-    if (e == cudaSuccess) e = gs_init<AK_MLX_Q4>();
     if (e == cudaSuccess) e = gs_init<AK_MLX_Q6>();
     if (e == cudaSuccess) e = gs_init<AK_MLX_Q8>();
     if (e == cudaSuccess) e = gs_init<AK_F32>();

@@ -271,7 +271,7 @@ __host__ __device__ inline bool kq_type(int dt) {
     switch (dt) {
     case AK_Q4_0: case AK_Q8_0: case AK_Q4_1: case AK_Q5_0: case AK_Q5_1:
     case AK_Q2_K: case AK_Q3_K: case AK_Q4_K: case AK_Q5_K: case AK_Q6_K:
-    case AK_MLX_Q2: case AK_MLX_Q3: case AK_MLX_Q4: case AK_MLX_Q6: case AK_MLX_Q8: return true;
+    case AK_MLX_Q2: case AK_MLX_Q3: case AK_MLX_Q6: case AK_MLX_Q8: return true;
     default: return false;
     }
 }

@@ -29,7 +29,7 @@ template <class B> __device__ __forceinline__ void ak_k4_scale_min(B byte, int j
 
 /* Code bits of an MLX block type (core/mlx.h); 0 for other types. */
 __host__ __device__ constexpr int ak_cuda_mlx_bits(int dtype) {
-    return dtype == AK_MLX_Q2 ? 2 : dtype == AK_MLX_Q3 ? 3 : dtype == AK_MLX_Q4 ? 4 : dtype == AK_MLX_Q6 ? 6
+    return dtype == AK_MLX_Q2 ? 2 : dtype == AK_MLX_Q3 ? 3 : dtype == AK_MLX_Q6 ? 6
          : dtype == AK_MLX_Q8 ? 8 : 0;
 }
 
@@ -163,7 +163,7 @@ __device__ __forceinline__ void ak_dq32(int dtype, const uint8_t *row, int nb32,
         }
         break;
     }
-    case AK_MLX_Q2: case AK_MLX_Q3: case AK_MLX_Q4: case AK_MLX_Q6: case AK_MLX_Q8: {
+    case AK_MLX_Q2: case AK_MLX_Q3: case AK_MLX_Q6: case AK_MLX_Q8: {
         const int B = ak_cuda_mlx_bits(dtype);
         const uint8_t *p = row + (size_t)(4 + 4 * B) * s;
         float sc = ak_f16_at(p), bias = ak_f16_at(p + 2);
@@ -190,7 +190,7 @@ __host__ __device__ constexpr size_t ak_cuda_row_bytes(int dtype, int64_t K) {
     case AK_Q4_K: return (size_t)(K / 256) * 144;
     case AK_Q5_K: return (size_t)(K / 256) * 176;
     case AK_Q6_K: return (size_t)(K / 256) * 210;
-    case AK_MLX_Q2: case AK_MLX_Q3: case AK_MLX_Q4: case AK_MLX_Q6: case AK_MLX_Q8:
+    case AK_MLX_Q2: case AK_MLX_Q3: case AK_MLX_Q6: case AK_MLX_Q8:
         return (size_t)(K / 32) * (4 + 4 * ak_cuda_mlx_bits(dtype));
     default: return 0;
     }

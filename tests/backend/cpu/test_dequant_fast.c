@@ -14,7 +14,7 @@ static const int f16_fields[AK_DTYPE_COUNT][3] = {
     [AK_Q4_0] = {0, -1}, [AK_Q4_1] = {0, 2, -1}, [AK_Q5_0] = {0, -1}, [AK_Q5_1] = {0, 2, -1},
     [AK_Q8_0] = {0, -1}, [AK_Q2_K] = {80, 82, -1}, [AK_Q3_K] = {108, -1}, [AK_Q4_K] = {0, 2, -1},
     [AK_Q5_K] = {0, 2, -1}, [AK_Q6_K] = {208, -1}, [AK_MLX_Q2] = {0, 2, -1}, [AK_MLX_Q3] = {0, 2, -1},
-    [AK_MLX_Q4] = {0, 2, -1}, [AK_MLX_Q6] = {0, 2, -1}, [AK_MLX_Q8] = {0, 2, -1},
+    [AK_MLX_Q6] = {0, 2, -1}, [AK_MLX_Q8] = {0, 2, -1},
 };
 
 /* Random f16 bits that are not NaN (F16 weights: inf too; scales: finite only). */

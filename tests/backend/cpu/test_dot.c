@@ -16,7 +16,7 @@ static const int f16_fields[AK_DTYPE_COUNT][3] = {
     [AK_Q4_0] = {0, -1}, [AK_Q4_1] = {0, 2, -1}, [AK_Q5_0] = {0, -1}, [AK_Q5_1] = {0, 2, -1},
     [AK_Q8_0] = {0, -1}, [AK_Q2_K] = {80, 82, -1}, [AK_Q3_K] = {108, -1}, [AK_Q4_K] = {0, 2, -1},
     [AK_Q5_K] = {0, 2, -1}, [AK_Q6_K] = {208, -1}, [AK_MLX_Q2] = {0, 2, -1}, [AK_MLX_Q3] = {0, 2, -1},
-    [AK_MLX_Q4] = {0, 2, -1}, [AK_MLX_Q6] = {0, 2, -1}, [AK_MLX_Q8] = {0, 2, -1},
+    [AK_MLX_Q6] = {0, 2, -1}, [AK_MLX_Q8] = {0, 2, -1},
 };
 
 static void put16(uint8_t *p, uint16_t h) { p[0] = (uint8_t)h; p[1] = (uint8_t)(h >> 8); }
@@ -94,7 +94,7 @@ int main(void) {
     uint64_t rng = 12345;
     static const ak_dtype types[] = {AK_F32, AK_F16, AK_BF16, AK_Q4_0, AK_Q4_1, AK_Q5_0, AK_Q5_1, AK_Q8_0,
                                      AK_Q2_K, AK_Q3_K, AK_Q4_K, AK_Q5_K, AK_Q6_K,
-                                     AK_MLX_Q2, AK_MLX_Q3, AK_MLX_Q4, AK_MLX_Q6, AK_MLX_Q8};
+                                     AK_MLX_Q2, AK_MLX_Q3, AK_MLX_Q6, AK_MLX_Q8};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) test_type(types[i], max_level, &rng);
     test_f32(max_level, &rng);
     ak_cpu_simd = detected;

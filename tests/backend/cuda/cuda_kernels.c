@@ -159,7 +159,7 @@ static void fill_quant(uint8_t *p, ak_dtype t, int64_t n_values) {
     case AK_Q2_K: f16_at[0] = 80; f16_at[1] = 82; break;
     case AK_Q3_K: f16_at[0] = 108; break;
     case AK_Q6_K: f16_at[0] = 208; break;
-    case AK_MLX_Q2: case AK_MLX_Q3: case AK_MLX_Q4: case AK_MLX_Q6: case AK_MLX_Q8: f16_at[0] = 0; f16_at[1] = 2; break;
+    case AK_MLX_Q2: case AK_MLX_Q3: case AK_MLX_Q6: case AK_MLX_Q8: f16_at[0] = 0; f16_at[1] = 2; break;
     default: break;
     }
     for (size_t b = 0; b < nb; b++)
@@ -172,7 +172,7 @@ static void fill_quant(uint8_t *p, ak_dtype t, int64_t n_values) {
 
 static const ak_dtype all_types[] = {AK_F32, AK_F16, AK_BF16, AK_Q4_0, AK_Q4_1, AK_Q5_0, AK_Q5_1, AK_Q8_0,
                                      AK_Q2_K, AK_Q3_K, AK_Q4_K, AK_Q5_K, AK_Q6_K,
-                                     AK_MLX_Q2, AK_MLX_Q3, AK_MLX_Q4, AK_MLX_Q6, AK_MLX_Q8};
+                                     AK_MLX_Q2, AK_MLX_Q3, AK_MLX_Q6, AK_MLX_Q8};
 #define NTYPES (int)(sizeof all_types / sizeof *all_types)
 
 static bool is_float(ak_dtype t) { return t == AK_F32 || t == AK_F16 || t == AK_BF16; }
@@ -433,14 +433,20 @@ static void test_act_down(void) {
             float *row = malloc((size_t)K * sizeof(float));
             double *h = malloc((size_t)K * sizeof(double));
             for (int k = 0; k < K; k++) h[k] = ak_act_ref(p.act, gu[k]) * gu[K + k];
-            if (!is_float(t)) x_codes(h, K);
+            double slack = 0;
+            if (!is_float(t)) { /* the kernel's act(g) * u is a float: a code at a half may go either way */
+                mv_ref(t, w.data[0], K, N, h, NULL, ref, row);
+                slack = code_slack(h, K, t, w.data[0], N, ref, row);
+                x_codes(h, K);
+            }
             mv_ref(t, w.data[0], K, N, h, NULL, ref, row);
             float *got = run_on(gpu, &tb, &w, r, AK_BUF_T, 0, (size_t)N);
             double d = vs_ref(got, ref, (size_t)N);
             free(got);
             free(row);
             free(h);
-            CHECK(d <= (is_float(t) ? 2e-5 : 1e-4), "act_down %s act %d: rel %.3g", ak_dtype_info[t].name, act, d);
+            CHECK(d <= (is_float(t) ? 2e-5 : 1e-4 + slack), "act_down %s act %d: rel %.3g (codes at a half allow %.2g)",
+                  ak_dtype_info[t].name, act, d, slack);
             ak_table_free(&tb);
             w_free(&w);
         }
