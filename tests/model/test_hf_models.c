@@ -22,20 +22,21 @@
 #define VOCAB 512
 
 /* Relative L2 vs HF f32 logits, about 1.3x the measured figure (prefill and decode
- * alike). For comparison, the GGUF path measures Q8_0 0.027 and Q4_1 0.37-0.38
- * (test_quant_models.c). MLX group-64 quantization leaves ffn_down (rows of 352) plain;
+ * alike), with the CPU's int8 codes of x as for the GGUF types (8-bit: 0.027-0.031, where
+ * float x gives 0.020-0.024). For comparison, the GGUF path measures Q8_0 0.027 and Q4_1
+ * 0.37-0.38 (test_quant_models.c). MLX group-64 quantization leaves ffn_down (rows of 352) plain;
  * q6 uses group 128. deq: the quantized directory against the engine's own run of the
  * F32 copy that make_mlx.py dequantized in NumPy (same weights up to the f16 rounding of
  * f32 scales: q6 is the one variant with f32 scales and measures 3.3e-3; f16 and bf16
  * scales measure 0, bit for bit). */
 static const struct { const char *model, *variant; double tol, deq; } variants[] = {
     {"llama", "f32", 1e-4, 0},      {"llama", "f16", 2e-3, 0},      {"llama", "bf16", 1.3e-2, 0},
-    {"llama", "q8", 0.032, 1e-5},   {"llama", "q4", 0.50, 1e-5},    {"llama", "q4g32", 0.46, 1e-5},
+    {"llama", "q8", 0.04, 1e-5},   {"llama", "q4", 0.50, 1e-5},    {"llama", "q4g32", 0.46, 1e-5},
     {"llama", "q6", 0.15, 4.5e-3},    {"llama", "q3", 0.95, 1e-5},    {"llama", "q2mix", 1.45, 1e-5},
     {"qwen3", "f32", 1e-4, 0},      {"qwen3", "f16", 2e-3, 0},      {"qwen3", "bf16", 1.3e-2, 0},
-    {"qwen3", "q8", 0.032, 1e-5},   {"qwen3", "q4", 0.51, 1e-5},    {"qwen3", "q4g32", 0.47, 1e-5},
+    {"qwen3", "q8", 0.041, 1e-5},   {"qwen3", "q4", 0.51, 1e-5},    {"qwen3", "q4g32", 0.47, 1e-5},
     {"qwen3", "q6", 0.14, 4.5e-3},    {"qwen3", "q3", 0.88, 1e-5},    {"qwen3", "q2mix", 1.4, 1e-5},
-    {"qwen2", "f32", 1e-4, 0},      {"qwen2", "q8", 0.026, 1e-5},
+    {"qwen2", "f32", 1e-4, 0},      {"qwen2", "q8", 0.036, 1e-5},
     {"llama31", "f32", 1e-4, 0},    {"llama31", "f16", 2e-3, 0},
 };
 

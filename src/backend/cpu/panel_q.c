@@ -9,6 +9,9 @@
 
 static bool is_k(ak_dtype t) { return t == AK_Q4_K || t == AK_Q5_K || t == AK_Q6_K; }
 static bool is_q5(ak_dtype t) { return t == AK_Q5_0 || t == AK_Q5_1 || t == AK_Q5_K; }
+/* Codes as whole bytes (Q8_0's vectors), and codes with bits 4-5 beside the 4-bit part */
+static bool is_b8(ak_dtype t) { return t == AK_Q8_0 || t == AK_MLX_Q8; }
+static bool is_b6(ak_dtype t) { return t == AK_Q6_K || t == AK_MLX_Q6; }
 
 bool ak_panel_q_supported(ak_dtype t, int64_t K) {
     if ((int)t < 0 || t >= AK_DTYPE_COUNT || ak_pq_layouts[t].blk == 0 || ak_cpu_act_f32) return false;
@@ -66,6 +69,19 @@ static void pack_block(ak_dtype t, const uint8_t *S, uint8_t *P, int bi, int r) 
     case AK_Q8_0:
         for (int v = 0; v < 8; v++) put_u32(cp + 64 * v + 4 * r, u32_at(S + 2 + 4 * v) ^ 0x80808080u);
         return;
+    case AK_MLX_Q8:
+        for (int v = 0; v < 8; v++) put_u32(cp + 64 * v + 4 * r, u32_at(S + 4 + 4 * v));
+        return;
+    case AK_MLX_Q2: case AK_MLX_Q3: case AK_MLX_Q6: { /* an LSB-first stream of B-bit codes */
+        int B = ak_dtype_info[t].mlx_bits;
+        for (int k = 0; k < 32; k++) {
+            int bit = k * B, sh = bit % 8;
+            unsigned v = S[4 + bit / 8] >> sh;
+            if (sh + B > 8) v |= (unsigned)S[5 + bit / 8] << (8 - sh);
+            c[k] = (uint8_t)(v & ((1u << B) - 1));
+        }
+        break;
+    }
     case AK_Q4_K:
         for (int j = 0; j < 8; j++) {
             int sc, m;
@@ -130,7 +146,7 @@ static void pack_block(ak_dtype t, const uint8_t *S, uint8_t *P, int bi, int r) 
                     int bit = 4 * r + tt;
                     cj[L->hb + 8 * v + bit / 8] |= (uint8_t)(1u << (bit % 8));
                 }
-            } else if (t == AK_Q6_K)
+            } else if (is_b6(t))
                 cj[L->hb + 64 * (v / 4) + 4 * r + tt] |= (uint8_t)((code >> 4) << (2 * (v % 4)));
         }
     }
@@ -171,13 +187,13 @@ static int code_at(ak_dtype t, const uint8_t *P, int bi, int j, int r, int k) {
     const ak_pq_layout *L = &ak_pq_layouts[t];
     const uint8_t *cp = P + L->codes + bi * L->cs, *cj = cp + L->js * j;
     int v = k / 4, tt = k % 4, c;
-    if (t == AK_Q8_0) return cp[64 * v + 4 * r + tt];
+    if (is_b8(t)) return cp[64 * v + 4 * r + tt];
     int byte = cj[64 * (v % 4) + 4 * r + tt];
     c = v < 4 ? byte & 0xF : byte >> 4;
     if (is_q5(t)) {
         int bit = 4 * r + tt;
         c |= ((cj[L->hb + 8 * v + bit / 8] >> (bit % 8)) & 1) << 4;
-    } else if (t == AK_Q6_K)
+    } else if (is_b6(t))
         c |= ((cj[L->hb + 64 * (v / 4) + 4 * r + tt] >> (2 * (v % 4))) & 3) << 4;
     return c;
 }

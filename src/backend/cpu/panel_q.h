@@ -12,8 +12,8 @@
  *     4-bit codes share bytes: load i (0..3) holds vector i in its low nibbles and
  *     vector i + 4 in its high ones; Q8_0 stores its codes + 128 (unsigned);
  *   fifth bit (Q5): per 32 values 8 x u64, bit 4r + t of word v = bit 4 of that code;
- *   Q6_K bits 4-5: per 32 values 2 x 64 bytes, bits 2s..2s+1 of byte 4r + t of load h
- *     = bits 4-5 of vector 4h + s;
+ *   Q6_K (and MLX 6-bit) bits 4-5: per 32 values 2 x 64 bytes, bits 2s..2s+1 of byte
+ *     4r + t of load h = bits 4-5 of vector 4h + s;
  *   f16 scales: 16 x f16 (32 bytes), row r at 2r;
  *   byte scales (K types): 16 bytes per sub-scale, row r at r.
  * Every code is unsigned; w = a * (code - off) + b per sub-block with a, b from the scales.
@@ -39,7 +39,7 @@ typedef struct {
     int G, gb;      /* blocks per group, bytes per group */
     int codes, cs;  /* codes of block 0, stride of blocks */
     int js;         /* stride of 32-value sub-blocks (K types) */
-    int hb;         /* fifth bit (Q5) / bits 4-5 (Q6_K) after a sub-block's 4-bit codes; -1: none */
+    int hb;         /* fifth bit (Q5) / bits 4-5 (Q6_K, MLX_Q6) after a sub-block's 4-bit codes; -1: none */
     int d, m;       /* f16 scale d and min / dmin (-1: none), stride 32 */
     int sc, mn, ss; /* byte sub-scales and mins (K types; Q6_K: 16 int8 scales), stride ss */
     int off;        /* code offset: w = a * (code - off) */
@@ -55,6 +55,12 @@ static const ak_pq_layout ak_pq_layouts[AK_DTYPE_COUNT] = {
     [AK_Q4_K] = {256, 1, 2368, 320, 2048, 256, -1, 0, 32, 64, 192, 128, 0},
     [AK_Q5_K] = {256, 1, 2880, 320, 2560, 320, 256, 0, 32, 64, 192, 128, 0},
     [AK_Q6_K] = {256, 2, 6720, 320, 3328, 384, 256, 0, -1, 64, -1, 3328, 32},
+    /* MLX blocks (core/mlx.h, w = s * code + bias): 2- and 3-bit codes in Q4_1's layout,
+     * 6-bit ones with Q6_K's bits 4-5, 8-bit ones as Q8_0's codes; unsigned, offset 0 */
+    [AK_MLX_Q2] = {32, 1, 320, 64, 256, 0, -1, 0, 32, -1, -1, 0, 0},
+    [AK_MLX_Q3] = {32, 1, 320, 64, 256, 0, -1, 0, 32, -1, -1, 0, 0},
+    [AK_MLX_Q6] = {32, 1, 448, 64, 384, 0, 256, 0, 32, -1, -1, 0, 0},
+    [AK_MLX_Q8] = {32, 1, 576, 64, 512, 0, -1, 0, 32, -1, -1, 0, 0},
 };
 
 static inline size_t ak_pq_xrow(int64_t K) { return ((size_t)K + (size_t)K / 2 + (size_t)K / 8 + 63) & ~(size_t)63; }

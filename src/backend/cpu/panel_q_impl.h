@@ -114,8 +114,10 @@ TGT static inline __attribute__((always_inline)) void F(body)(const int T, const
     const int nsub = L.blk / 32;
     const int kt = T == AK_Q4_K || T == AK_Q5_K || T == AK_Q6_K;
     const int q5 = T == AK_Q5_0 || T == AK_Q5_1 || T == AK_Q5_K;
-    /* AVX2 maddubs would saturate on Q8_0 codes (+128): it multiplies |w| by x with w's sign */
-    const int q8sign = T == AK_Q8_0 && VNNI == 0;
+    const int b8 = T == AK_Q8_0 || T == AK_MLX_Q8, b6 = T == AK_Q6_K || T == AK_MLX_Q6;
+    /* AVX2 maddubs would saturate on 8-bit codes: it multiplies |code - 128| by x with the
+     * sign of code - 128 (MLX's codes 0..255 then add 128 * sum x back) */
+    const int q8sign = b8 && VNNI == 0;
     VF acc[AK_PQ_NR], acc2[AK_PQ_NR];
     PQ_UNROLL
     for (int i = 0; i < NR; i++) acc[i] = acc2[i] = ZF();
@@ -133,9 +135,9 @@ TGT static inline __attribute__((always_inline)) void F(body)(const int T, const
             VI c[8];
             const uint8_t *CJ = C + L.js * j;
             if (S && H == 0) /* decode streams from memory: prefetch a little ahead */
-                for (int v = 0; v < (T == AK_Q8_0 ? 8 : 4 + (L.hb < 0 ? 0 : T == AK_Q6_K ? 2 : 1)); v++)
+                for (int v = 0; v < (b8 ? 8 : 4 + (L.hb < 0 ? 0 : b6 ? 2 : 1)); v++)
                     _mm_prefetch((const char *)(CJ + 64 * v + PQ_PF), _MM_HINT_T0);
-            if (T == AK_Q8_0) {
+            if (b8) {
                 PQ_UNROLL
                 for (int v = 0; v < 8; v++) c[v] = LDI(C + 64 * v + 4 * H);
             } else {
@@ -156,7 +158,7 @@ TGT static inline __attribute__((always_inline)) void F(body)(const int T, const
                     c[v] = HIBIT(c[v], m >> (4 * H));
                 }
             }
-            if (T == AK_Q6_K) {
+            if (b6) {
                 const uint8_t *hp = CJ + L.hb + 4 * H;
                 PQ_UNROLL
                 for (int h = 0; h < 2; h++) {
@@ -206,6 +208,7 @@ TGT static inline __attribute__((always_inline)) void F(body)(const int T, const
                 }
                 VI ia = I32(0), ib = I32(0);
                 if (L.off && !q8sign) ia = SLL32(I32(AK_PQ_X32(xr, K)[b]), __builtin_ctz(L.off));
+                else if (T == AK_MLX_Q8 && q8sign) ia = SLL32(I32(-AK_PQ_X32(xr, K)[b]), 7);
                 PQ_UNROLL
                 for (int v = 0; v < 8; v++) {
                     if (S && (v & 1)) ib = F(step)(q8sign, ib, c[v], WS(v), q + 4 * v);
@@ -257,10 +260,14 @@ PQ_KERN(AK_Q8_0, pq_q8_0)
 PQ_KERN(AK_Q4_K, pq_q4_k)
 PQ_KERN(AK_Q5_K, pq_q5_k)
 PQ_KERN(AK_Q6_K, pq_q6_k)
+PQ_KERN(AK_MLX_Q6, pq_mlx_q6)
+PQ_KERN(AK_MLX_Q8, pq_mlx_q8)
 
+/* MLX 2- and 3-bit panels are Q4_1's layout and arithmetic */
 const ak_pq_kern F(ak_pq)[AK_DTYPE_COUNT] = {
     [AK_Q4_0] = F(pq_q4_0), [AK_Q4_1] = F(pq_q4_1), [AK_Q5_0] = F(pq_q5_0), [AK_Q5_1] = F(pq_q5_1),
     [AK_Q8_0] = F(pq_q8_0), [AK_Q4_K] = F(pq_q4_k), [AK_Q5_K] = F(pq_q5_k), [AK_Q6_K] = F(pq_q6_k),
+    [AK_MLX_Q2] = F(pq_q4_1), [AK_MLX_Q3] = F(pq_q4_1), [AK_MLX_Q6] = F(pq_mlx_q6), [AK_MLX_Q8] = F(pq_mlx_q8),
 };
 
 #if W == 8 && VNNI == 0

@@ -1,5 +1,5 @@
-/* What the CPU kernel tests share: random rows of every ggml block type (finite f16
- * scales, no -128 in Q8_0, as ggml writes them) and the SIMD levels this CPU can run.
+/* What the CPU kernel tests share: random rows of every ggml and MLX block type (finite
+ * f16 scales, no -128 in Q8_0, as ggml writes them) and the SIMD levels this CPU can run.
  * The including test defines `static uint64_t rng` first. */
 #ifndef AK_TEST_CPU_TEST_H
 #define AK_TEST_CPU_TEST_H
@@ -7,7 +7,8 @@
 static const int f16_fields[AK_DTYPE_COUNT][3] = {
     [AK_Q4_0] = {0, -1}, [AK_Q4_1] = {0, 2, -1}, [AK_Q5_0] = {0, -1}, [AK_Q5_1] = {0, 2, -1},
     [AK_Q8_0] = {0, -1}, [AK_Q2_K] = {80, 82, -1}, [AK_Q3_K] = {108, -1}, [AK_Q4_K] = {0, 2, -1},
-    [AK_Q5_K] = {0, 2, -1}, [AK_Q6_K] = {208, -1},
+    [AK_Q5_K] = {0, 2, -1}, [AK_Q6_K] = {208, -1}, [AK_MLX_Q2] = {0, 2, -1}, [AK_MLX_Q3] = {0, 2, -1},
+    [AK_MLX_Q6] = {0, 2, -1}, [AK_MLX_Q8] = {0, 2, -1},
 };
 static const ak_dtype qtypes[] = {AK_Q4_0, AK_Q4_1, AK_Q5_0, AK_Q5_1, AK_Q8_0, AK_Q2_K, AK_Q3_K, AK_Q4_K, AK_Q5_K, AK_Q6_K};
 #define NQT (sizeof qtypes / sizeof *qtypes)
