@@ -4,7 +4,7 @@
     tools/make_bench_models.py OUTDIR [--only NAME ...] [--force] [--list]
 
 Every file has the metadata keys and tensor names a converted model of that
-architecture has (llama / qwen3 / gemma3), a small SentencePiece-style ("llama") vocabulary
+architecture has (llama / qwen2 / qwen3 / gemma3), a small SentencePiece-style ("llama") vocabulary
 of the right size so llama.cpp accepts it, F32 norms near 1 and random quantized
 weights. The quant blocks are written directly as random bytes with finite f16 scales
 chosen so each weight has a standard deviation of about 0.5/sqrt(K); the numbers are
@@ -17,7 +17,9 @@ with --only. q4_k_m and q5_k_m mix Q4_K / Q5_K with Q6_K as llama.cpp's Q4_K_M a
 do, q2_k mixes Q2_K with Q3_K as its Q2_K does; q3_k_s is Q3_K throughout; the
 quantized files keep token_embd / output in Q6_K. gemma-3-270m-q4_k_m (only with
 --only) has the real Gemma 3 270M Q4_K_M file's types: rows of 640 values fall back from
-Q4_K / Q6_K to Q5_0 / Q8_0 as llama.cpp's quantizer does, token_embd is Q8_0.
+Q4_K / Q6_K to Q5_0 / Q8_0 as llama.cpp's quantizer does, token_embd is Q8_0; qwen2.5-0.5b-q4_k_m (only
+with --only) is the default real model's (Qwen2.5-Coder-0.5B-Instruct Q4_K_M) shape and
+types the same way: QKV biases, rows of 896, so mostly Q5_0; token_embd Q5_0, output Q8_0.
 The legacy types (q4_1, q5_0, q5_1; only with --only) keep token_embd / output in Q6_K.
 NAME-mlxB (B = 2, 3, 4, 6, 8; only with --only) is an MLX checkpoint directory
 (config.json, model.safetensors; llama and qwen3 shapes) with every matrix, the
@@ -47,13 +49,18 @@ SHAPES = {
                        vocab=151936, rope=1000000.0, eps=1e-6, ctx=40960, tied=True, qk_norm=True),
     "llama-3-8b": dict(arch="llama", dim=4096, layers=32, heads=32, kv=8, head_dim=128, ffn=14336,
                        vocab=128256, rope=500000.0, eps=1e-5, ctx=8192, tied=False, qk_norm=False),
+    # the default real model's shape (scripts/get-model qwen-coder): QKV biases, rows of 896,
+    # an output matrix of its own (the file has one)
+    "qwen2.5-0.5b": dict(arch="qwen2", dim=896, layers=24, heads=14, kv=2, head_dim=64, ffn=4864,
+                         vocab=151936, rope=1000000.0, eps=1e-6, ctx=32768, tied=False, qk_norm=False,
+                         qkv_bias=True),
     # post-norms (each branch normalised before its residual add), 5 of 6 layers sliding
     "gemma-3-270m": dict(arch="gemma3", dim=640, layers=18, heads=4, kv=1, head_dim=256, ffn=2048,
                          vocab=262144, rope=1000000.0, eps=1e-6, ctx=32768, tied=True, qk_norm=True,
                          post_norms=True, sliding_window=512),
 }
 
-# name -> (shape, weight type, type of token_embd/output, general.file_type); weight types
+# name -> (shape, weight type, type of token_embd/output (or a pair), general.file_type); weight types
 # "q4_k_m", "q5_k_m" and "q2_k" are mixes as llama.cpp's files of those names (mixed_type)
 MODELS = {
     "llama-3.2-1b-q4_0": ("llama-3.2-1b", QT.Q4_0, QT.Q4_0, 2),
@@ -71,6 +78,9 @@ MODELS = {
     "llama-3-8b-q6_k": ("llama-3-8b", QT.Q6_K, QT.Q6_K, 18),
     "llama-3-8b-f16": ("llama-3-8b", QT.F16, QT.F16, 1),
     # as the real Gemma 3 270M Q4_K_M file (scripts/get-model): rows of 640 fall back to Q5_0 / Q8_0
+    # as the real Qwen2.5-Coder-0.5B Q4_K_M file: rows of 896 too (133 of 170 matrices Q5_0),
+    # token_embd Q5_0 and output Q8_0
+    "qwen2.5-0.5b-q4_k_m": ("qwen2.5-0.5b", "q4_k_m", (QT.Q5_0, QT.Q8_0), 15),
     "gemma-3-270m-q4_k_m": ("gemma-3-270m", "q4_k_m", QT.Q8_0, 15),
 }
 # (weight type, token_embd/output, file type), only with --only; the legacy types keep
@@ -88,7 +98,7 @@ for shape in SHAPES3:
         MODELS["%s-%s" % (shape, t)] = (shape, wt, et, ft)
     for b in MLX_BITS:
         MODELS["%s-mlx%d" % (shape, b)] = (shape, "mlx", b, None)
-DEFAULT = [n for n in MODELS if not n.startswith(("llama-3-8b", "gemma")) and n.rsplit("-", 1)[1] not in MORE
+DEFAULT = [n for n in MODELS if not n.startswith(("llama-3-8b", "gemma", "qwen2.5")) and n.rsplit("-", 1)[1] not in MORE
            and MODELS[n][1] != "mlx"]
 MLX_GROUP = 64
 
@@ -209,6 +219,7 @@ def tensor_list(c, wt, et):
     d, hd, ff = c["dim"], c["head_dim"], c["ffn"]
     L = c["layers"]
     nq, nkv = c["heads"] * hd, c["kv"] * hd
+    et, ot = et if isinstance(et, tuple) else (et, et)
     t = [("token_embd.weight", "w", et, c["vocab"], d)]
     for l in range(c["layers"]):
         p = "blk.%d." % l
@@ -220,6 +231,9 @@ def tensor_list(c, wt, et):
               (p + "attn_k.weight", "w", m("attn_k", d), nkv, d),
               (p + "attn_v.weight", "w", m("attn_v", d), nkv, d),
               (p + "attn_output.weight", "w", m("attn_output", nq), d, nq)]
+        if c.get("qkv_bias"):
+            t += [(p + "attn_q.bias", "n", QT.F32, 1, nq), (p + "attn_k.bias", "n", QT.F32, 1, nkv),
+                  (p + "attn_v.bias", "n", QT.F32, 1, nkv)]
         if c["qk_norm"]:
             t += [(p + "attn_q_norm.weight", "n", QT.F32, 1, hd),
                   (p + "attn_k_norm.weight", "n", QT.F32, 1, hd)]
@@ -233,7 +247,7 @@ def tensor_list(c, wt, et):
             t.append((p + "post_ffw_norm.weight", "n", QT.F32, 1, d))
     t.append(("output_norm.weight", "n", QT.F32, 1, d))
     if not c["tied"]:
-        t.append(("output.weight", "w", et, c["vocab"], d))
+        t.append(("output.weight", "w", ot, c["vocab"], d))
     return t
 
 
