@@ -31,7 +31,7 @@
  * scales measure 0, bit for bit). */
 static const struct { const char *model, *variant; double tol, deq; } variants[] = {
     {"llama", "f32", 1e-4, 0},      {"llama", "f16", 2e-3, 0},      {"llama", "bf16", 1.3e-2, 0},
-    {"llama", "q8", 0.04, 1e-5},   {"llama", "q4", 0.50, 1e-5},    {"llama", "q4g32", 0.46, 1e-5},
+    {"llama", "q8", 0.04, 1e-5},    {"llama", "q4", 0.50, 1e-5},    {"llama", "q4g32", 0.46, 1e-5},
     {"llama", "q6", 0.15, 4.5e-3},    {"llama", "q3", 0.95, 1e-5},    {"llama", "q2mix", 1.45, 1e-5},
     {"qwen3", "f32", 1e-4, 0},      {"qwen3", "f16", 2e-3, 0},      {"qwen3", "bf16", 1.3e-2, 0},
     {"qwen3", "q8", 0.041, 1e-5},   {"qwen3", "q4", 0.51, 1e-5},    {"qwen3", "q4g32", 0.47, 1e-5},
@@ -48,9 +48,9 @@ static bool cuda;
  * (qwen2 q8 decode 0.0272 against the CPU's 0.02). */
 #define CUDA_DEQ_TOL 0.01
 #define CUDA_Q_TOL 1.25
-/* The CPU's int8 activations (its default for the block types it has panels for, which
- * include MLX 4-bit rows as Q4_1) in the prefill's GEMMs too: measured 0.018-0.022 against
- * the dequantized copy's float x, where codes in a wrong order give order 1. With float
+/* The CPU's int8 activations (its default for every block type, MLX ones included) in the
+ * prefill's GEMMs too: measured 0.018-0.022 against the dequantized copy's float x, where
+ * codes in a wrong order give order 1. With float
  * activations (ak_debug.cpu_act_f32) the quantized directory must still give the copy's
  * logits within the variant's deq tolerance. */
 #define CPU_DEQ_TOL 0.04
