@@ -17,7 +17,8 @@ with --only. q4_k_m and q5_k_m mix Q4_K / Q5_K with Q6_K as llama.cpp's Q4_K_M a
 do, q2_k mixes Q2_K with Q3_K as its Q2_K does; q3_k_s is Q3_K throughout; the
 quantized files keep token_embd / output in Q6_K. gemma-3-270m-q4_k_m (only with
 --only) has the real Gemma 3 270M Q4_K_M file's types: rows of 640 values fall back from
-Q4_K / Q6_K to Q5_0 / Q8_0 as llama.cpp's quantizer does, token_embd is Q8_0; qwen2.5-0.5b-q4_k_m (only
+Q4_K / Q6_K to Q5_0 / Q8_0 as llama.cpp's quantizer does, token_embd is Q8_0;
+gemma-3-4b-q4_k_m (only with --only) is Gemma 3 4B's shape; qwen2.5-0.5b-q4_k_m (only
 with --only) is the default real model's (Qwen2.5-Coder-0.5B-Instruct Q4_K_M) shape and
 types the same way: QKV biases, rows of 896, so mostly Q5_0; token_embd Q5_0, output Q8_0.
 The legacy types (q4_1, q5_0, q5_1; only with --only) keep token_embd / output in Q6_K.
@@ -58,6 +59,10 @@ SHAPES = {
     "gemma-3-270m": dict(arch="gemma3", dim=640, layers=18, heads=4, kv=1, head_dim=256, ffn=2048,
                          vocab=262144, rope=1000000.0, eps=1e-6, ctx=32768, tied=True, qk_norm=True,
                          post_norms=True, sliding_window=512),
+    # a larger Gemma 3: 8 heads of 256 on 4 KV heads, a window of 1024
+    "gemma-3-4b": dict(arch="gemma3", dim=2560, layers=34, heads=8, kv=4, head_dim=256, ffn=10240,
+                       vocab=262144, rope=1000000.0, eps=1e-6, ctx=131072, tied=True, qk_norm=True,
+                       post_norms=True, sliding_window=1024),
 }
 
 # name -> (shape, weight type, type of token_embd/output (or a pair), general.file_type); weight types
@@ -82,6 +87,7 @@ MODELS = {
     # token_embd Q5_0 and output Q8_0
     "qwen2.5-0.5b-q4_k_m": ("qwen2.5-0.5b", "q4_k_m", (QT.Q5_0, QT.Q8_0), 15),
     "gemma-3-270m-q4_k_m": ("gemma-3-270m", "q4_k_m", QT.Q8_0, 15),
+    "gemma-3-4b-q4_k_m": ("gemma-3-4b", "q4_k_m", QT.Q6_K, 15),
 }
 # (weight type, token_embd/output, file type), only with --only; the legacy types keep
 # token_embd / output in Q6_K as llama.cpp's quantizer does
