@@ -6,7 +6,7 @@
  * sliding window, logit softcap.
  * Decode: split-K (flash-decoding), see k_attn_decode and k_attn_decode_tc.
  * Prefill: tiled flash attention (online softmax over key tiles in shared memory), on
- * tensor cores for heads of 64 or 128 and any cache but F32 (k_attn_prefill_tc). */
+ * tensor cores for heads of 64, 128 or 256 and any cache but F32 (k_attn_prefill_tc). */
 #include <type_traits>
 #include "backend/cuda/common.cuh"
 
@@ -655,7 +655,7 @@ __global__ void __launch_bounds__(AK_PF_THREADS) k_attn_prefill(ak_cuda_args a) 
     }
 }
 
-/* ---- prefill on tensor cores (F16 or quantized cache, head_dim 64 or 128) ----
+/* ---- prefill on tensor cores (F16 or quantized cache, head_dim 64, 128 or 256) ----
  * FlashAttention-2 style: a block of 4 warps takes 64 queries of one head, each warp 16
  * of them; key tiles of 64 stream through two shared-memory stages by cp.async (the next
  * loads while one is computed; swizzled, read by ldmatrix, V transposed by it) and
@@ -666,12 +666,20 @@ __global__ void __launch_bounds__(AK_PF_THREADS) k_attn_prefill(ak_cuda_args a) 
  * sums are trees, and O is rescaled only when a row's maximum moved: at two warps a
  * scheduler the chains of dependent adds and expf left it idle 70 % of the cycles (Nsight
  * Compute, 8B shape at depth 16384: 1.66 -> 1.01 ms a layer with the three blocks an SM
- * below). */
+ * below).
+ * Heads of 256 (Gemma 2 and 3): a thread would hold 128 accumulators of O beside Q's 64
+ * registers, so a block takes half of the value dimensions (DV = 128; the grid's x is the
+ * head and the half) and computes S in whole; the two blocks of a head read the same key
+ * tiles at the same time (L2), each its half of V. */
 #define AK_TC_Q 64
 #define AK_TC_K 64
 /* Blocks an SM (registers capped at 168; Q is not kept in shared memory): the 0.6B
- * shape's pp512 at depth 16384 1.06x against two, the 8B's 1.04x with its keys split */
+ * shape's pp512 at depth 16384 1.06x against two, the 8B's 1.04x with its keys split.
+ * Heads of 256: two (96 KB of tiles a block). */
 #define AK_TC_BLOCKS 3
+static __host__ __device__ constexpr int tc_dv(int hd) { return hd > 128 ? 128 : hd; }
+static __host__ __device__ constexpr int tc_blocks(int hd) { return hd > 128 ? 2 : AK_TC_BLOCKS; }
+static bool pf_tc(const ak_p_attn *p) { return p->kt != AK_F32 && (p->head_dim == 64 || p->head_dim == 128 || p->head_dim == 256); }
 
 /* Key splits of the causal prefill: a block (head, 64 queries) takes the key tiles of one
  * split [z S, (z + 1) S) (the grid's z), so that a long cache fills the GPU: Qwen3-0.6B's
@@ -694,7 +702,8 @@ static __host__ __device__ int pf_split(const ak_p_attn &p) {
 }
 extern int ak_cuda_n_sm;
 static int pf_nz(const ak_p_attn &p) {
-    const bool on = p.causal == 1 && p.n_heads * (512 / AK_TC_Q) <= AK_TC_BLOCKS * ak_cuda_n_sm;
+    const int hd = p.head_dim, blocks = p.n_heads * (hd / tc_dv(hd)) * (512 / AK_TC_Q);
+    const bool on = p.causal == 1 && blocks <= tc_blocks(hd) * ak_cuda_n_sm;
     return on ? ak_cdiv(p.max_seq, pf_split(p)) : 1;
 }
 
@@ -756,19 +765,20 @@ __device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *(const uint32_t
  * copies were issued, from the cache itself) to a swizzled f16 tile of nz rows, the
  * threads of `lanes` (from lane0) a block of 32 values each: the reference's d * q
  * (Q8_0) or d * (q - 8) (Q4_0), rounded to f16 once (the codes are exact in f16, their
- * product with d is rounded by __hmul2); rows from nr on zero. */
-template <int T, int HD>
+ * product with d is rounded by __hmul2); rows from nr on zero. Dims [32 b0, 32 b0 + DV)
+ * of the rows of HD, the tile's rows DV wide. */
+template <int T, int HD, int DV = HD>
 __device__ __forceinline__ void kv_dequant(__half *dst, const uint8_t *raw, const uint8_t *cache, int nr, int nz, int cur_row,
-                                           int lane0, int lanes) {
-    constexpr int RB = ak_kv_row_bytes(T, HD), BS = T == AK_Q8_0 ? 34 : 18, NB = HD / 32;
+                                           int lane0, int lanes, int b0 = 0) {
+    constexpr int RB = ak_kv_row_bytes(T, HD), BS = T == AK_Q8_0 ? 34 : 18, NB = DV / 32;
     for (int u = lane0; u < nz * NB; u += lanes) {
         const int r = u / NB, b = u % NB;
         if (r >= nr) {
 #pragma unroll
-            for (int c = 0; c < 4; c++) *(uint4 *)(dst + dtc_at<HD>(r, 4 * b + c)) = make_uint4(0, 0, 0, 0);
+            for (int c = 0; c < 4; c++) *(uint4 *)(dst + dtc_at<DV>(r, 4 * b + c)) = make_uint4(0, 0, 0, 0);
             continue;
         }
-        const uint8_t *src = (r == cur_row ? cache : raw + r * RB) + b * BS;
+        const uint8_t *src = (r == cur_row ? cache : raw + r * RB) + (b0 + b) * BS;
         const __half2 d = __half2half2(*(const __half *)src);
         const uint16_t *q = (const uint16_t *)(src + 2);   /* blocks start at even offsets */
         __align__(16) __half2 h[16];
@@ -784,7 +794,7 @@ __device__ __forceinline__ void kv_dequant(__half *dst, const uint8_t *raw, cons
             }
         }
 #pragma unroll
-        for (int c = 0; c < 4; c++) *(uint4 *)(dst + dtc_at<HD>(r, 4 * b + c)) = ((const uint4 *)h)[c];
+        for (int c = 0; c < 4; c++) *(uint4 *)(dst + dtc_at<DV>(r, 4 * b + c)) = ((const uint4 *)h)[c];
     }
 }
 
@@ -797,18 +807,20 @@ __device__ __forceinline__ void split_h2(float x0, float x1, uint32_t &hi, uint3
     lo = *(const uint32_t *)&l;
 }
 
-/* K and V tiles in two stages, swizzled (dtc_at); Q goes from the activations straight
- * into fragments, so that three blocks fit an SM */
-template <int HD> static __host__ __device__ size_t tc_smem() { return (size_t)2 * 2 * AK_TC_K * HD * 2; }
+/* K tiles and V tiles (DV of each row) in two stages, swizzled (dtc_at); Q goes from the
+ * activations straight into fragments, so that three blocks fit an SM */
+template <int HD> static __host__ __device__ size_t tc_smem() { return (size_t)2 * AK_TC_K * (HD + tc_dv(HD)) * 2; }
 
 template <int HD, int KT, int VT>
-__global__ void __launch_bounds__(128, AK_TC_BLOCKS) k_attn_prefill_tc(ak_cuda_args a) {
+__global__ void __launch_bounds__(128, tc_blocks(HD)) k_attn_prefill_tc(ak_cuda_args a) {
     constexpr bool KQ = KT != AK_F16, VQ = VT != AK_F16;
+    constexpr int DV = tc_dv(HD), NV = HD / DV;
     extern __shared__ __align__(16) __half tsm[];
-    constexpr int TILE = 2 * AK_TC_K * HD;   /* K then V, per stage */
+    constexpr int TILE = AK_TC_K * (HD + DV);   /* K then V, per stage */
     __half *kv = tsm;
     AK_KERNEL_ENTRY(ak_p_attn, p);
-    const int group = p.n_heads / p.n_kv_heads, h = blockIdx.x, i0 = blockIdx.y * AK_TC_Q;
+    /* this block's head, and its values' dims [v0, v0 + DV) */
+    const int group = p.n_heads / p.n_kv_heads, h = blockIdx.x / NV, v0 = blockIdx.x % NV * DV, i0 = blockIdx.y * AK_TC_Q;
     if (i0 >= p.n) return;
     const int nqr = min(AK_TC_Q, p.n - i0);
     const bool split = gridDim.z > 1;
@@ -845,9 +857,9 @@ __global__ void __launch_bounds__(128, AK_TC_BLOCKS) k_attn_prefill_tc(ak_cuda_a
             qf[kk][2 + x] = pack_h2(v1.x, v1.y);
         }
     }
-    float o[HD / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    float o[DV / 8][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 #pragma unroll
-    for (int u = 0; u < HD / 8; u++) o[u][0] = o[u][1] = o[u][2] = o[u][3] = 0.f;
+    for (int u = 0; u < DV / 8; u++) o[u][0] = o[u][1] = o[u][2] = o[u][3] = 0.f;
     /* tile kb's K and V into stage st by cp.async (zeros past khi: V's must not be NaN);
      * a quantized cache's tile dequantized straight from the cache (its loads then wait) */
     auto fetch = [&](int kb, int st) {
@@ -857,13 +869,13 @@ __global__ void __launch_bounds__(128, AK_TC_BLOCKS) k_attn_prefill_tc(ak_cuda_a
                 const bool ok = kb + j < khi;
                 const size_t off = ok ? base + (size_t)(kb % rows + j) * HD + 8 * c : 0;
                 if (!KQ) cp16_or_zero(kv + st * TILE + dtc_at<HD>(j, c), kc + off, ok);
-                if (!VQ) cp16_or_zero(kv + st * TILE + AK_TC_K * HD + dtc_at<HD>(j, c), vc + off, ok);
+                if (!VQ && c < DV / 8) cp16_or_zero(kv + st * TILE + AK_TC_K * HD + dtc_at<DV>(j, c), vc + off + v0, ok);
             }
             const int nr = min(AK_TC_K, khi - kb);
             const size_t sk = kb % rows;
             if (KQ) kv_dequant<KT, HD>(kv + st * TILE, kq + sk * ak_kv_row_bytes(KT, HD), kq, nr, AK_TC_K, -1, threadIdx.x, blockDim.x);
-            if (VQ) kv_dequant<VT, HD>(kv + st * TILE + AK_TC_K * HD, vq + sk * ak_kv_row_bytes(VT, HD), vq, nr, AK_TC_K, -1,
-                                       threadIdx.x, blockDim.x);
+            if (VQ) kv_dequant<VT, HD, DV>(kv + st * TILE + AK_TC_K * HD, vq + sk * ak_kv_row_bytes(VT, HD), vq, nr, AK_TC_K, -1,
+                                           threadIdx.x, blockDim.x, v0 / 32);
         }
         ak_cp_async_commit();
     };
@@ -932,7 +944,7 @@ __global__ void __launch_bounds__(128, AK_TC_BLOCKS) k_attn_prefill_tc(ak_cuda_a
         }
         if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {   /* deep in a cache the maxima settle */
 #pragma unroll
-            for (int u = 0; u < HD / 8; u++) {
+            for (int u = 0; u < DV / 8; u++) {
                 o[u][0] *= corr[0];
                 o[u][1] *= corr[0];
                 o[u][2] *= corr[1];
@@ -944,9 +956,9 @@ __global__ void __launch_bounds__(128, AK_TC_BLOCKS) k_attn_prefill_tc(ak_cuda_a
             uint32_t a0 = pack_h2(sc[2 * j][0], sc[2 * j][1]), a1 = pack_h2(sc[2 * j][2], sc[2 * j][3]);
             uint32_t a2 = pack_h2(sc[2 * j + 1][0], sc[2 * j + 1][1]), a3 = pack_h2(sc[2 * j + 1][2], sc[2 * j + 1][3]);
 #pragma unroll
-            for (int u2 = 0; u2 < HD / 16; u2++) {
+            for (int u2 = 0; u2 < DV / 16; u2++) {
                 uint32_t b[4];   /* V transposed: keys 16 j to 16 j + 15 of dims 16 u2 on, then 16 u2 + 8 on */
-                ldsm_x4_t(b, Vs + dtc_at<HD>(16 * j + 8 * ((lane >> 3) & 1) + (lane & 7), 2 * u2 + (lane >> 4)));
+                ldsm_x4_t(b, Vs + dtc_at<DV>(16 * j + 8 * ((lane >> 3) & 1) + (lane & 7), 2 * u2 + (lane >> 4)));
                 mma16816(o[2 * u2], a0, a1, a2, a3, b[0], b[1]);
                 mma16816(o[2 * u2 + 1], a0, a1, a2, a3, b[2], b[3]);
             }
@@ -961,7 +973,7 @@ __global__ void __launch_bounds__(128, AK_TC_BLOCKS) k_attn_prefill_tc(ak_cuda_a
         ls[r] = l[r];
         l[r] = l[r] > 0.f ? 1.f / l[r] : 0.f;
     }
-    float *out = (float *)a.b[3] + (size_t)h * HD + 2 * t;
+    float *out = (float *)a.b[3] + (size_t)h * HD + v0 + 2 * t;
     const size_t ld = (size_t)p.n_heads * HD;
     const int ra = 16 * w + g, rb = ra + 8;
     if (split) {
@@ -976,37 +988,37 @@ __global__ void __launch_bounds__(128, AK_TC_BLOCKS) k_attn_prefill_tc(ak_cuda_a
             if (row >= nqr || z < z0 || z > z1) continue;
             if (z0 == z1) {
 #pragma unroll
-                for (int u = 0; u < HD / 8; u++)
-                    *(float2 *)((VQ ? os + row * HD + 2 * t : out + (size_t)(i0 + row) * ld) + 8 * u) = make_float2(o[u][2 * r] * l[r], o[u][2 * r + 1] * l[r]);
+                for (int u = 0; u < DV / 8; u++)
+                    *(float2 *)((VQ ? os + row * DV + 2 * t : out + (size_t)(i0 + row) * ld) + 8 * u) = make_float2(o[u][2 * r] * l[r], o[u][2 * r + 1] * l[r]);
                 continue;
             }
             float *pt = (float *)a.scratch + (((size_t)z * p.n + i0 + row) * p.n_heads + h) * (HD + 2);
 #pragma unroll
-            for (int u = 0; u < HD / 8; u++) *(float2 *)(pt + 8 * u + 2 * t) = make_float2(o[u][2 * r], o[u][2 * r + 1]);
-            if (t == 0) *(float2 *)(pt + HD) = make_float2(m[r], ls[r]);
+            for (int u = 0; u < DV / 8; u++) *(float2 *)(pt + v0 + 8 * u + 2 * t) = make_float2(o[u][2 * r], o[u][2 * r + 1]);
+            if (t == 0 && v0 == 0) *(float2 *)(pt + HD) = make_float2(m[r], ls[r]);   /* the same in every half */
         }
-        if constexpr (VQ) {
+        if constexpr (VQ) {   /* the rotation's blocks (64) lie within a half */
             __syncthreads();
-            ak_wht_block(os, AK_TC_Q, HD, HD, ak_kv_rot(VT, HD, 1));   /* rows not whole here: unread */
-            for (int e = threadIdx.x; e < nqr * HD; e += blockDim.x)
-                if (whole[e / HD]) ((float *)a.b[3])[(size_t)(i0 + e / HD) * ld + (size_t)h * HD + e % HD] = os[e];
+            ak_wht_block(os, AK_TC_Q, DV, DV, ak_kv_rot(VT, HD, 1));   /* rows not whole here: unread */
+            for (int e = threadIdx.x; e < nqr * DV; e += blockDim.x)
+                if (whole[e / DV]) ((float *)a.b[3])[(size_t)(i0 + e / DV) * ld + (size_t)h * HD + v0 + e % DV] = os[e];
         }
         return;
     }
     if constexpr (VQ) {   /* a rotated value cache: the rows rotated back in shared memory (the stages are free) */
         float *os = reinterpret_cast<float *>(tsm);
 #pragma unroll
-        for (int u = 0; u < HD / 8; u++) {
-            *(float2 *)(os + ra * HD + 8 * u + 2 * t) = make_float2(o[u][0] * l[0], o[u][1] * l[0]);
-            *(float2 *)(os + rb * HD + 8 * u + 2 * t) = make_float2(o[u][2] * l[1], o[u][3] * l[1]);
+        for (int u = 0; u < DV / 8; u++) {
+            *(float2 *)(os + ra * DV + 8 * u + 2 * t) = make_float2(o[u][0] * l[0], o[u][1] * l[0]);
+            *(float2 *)(os + rb * DV + 8 * u + 2 * t) = make_float2(o[u][2] * l[1], o[u][3] * l[1]);
         }
         __syncthreads();
-        ak_wht_block(os, AK_TC_Q, HD, HD, ak_kv_rot(VT, HD, 1));
-        for (int e = threadIdx.x; e < nqr * HD; e += blockDim.x)
-            ((float *)a.b[3])[(size_t)(i0 + e / HD) * ld + (size_t)h * HD + e % HD] = os[e];
+        ak_wht_block(os, AK_TC_Q, DV, DV, ak_kv_rot(VT, HD, 1));
+        for (int e = threadIdx.x; e < nqr * DV; e += blockDim.x)
+            ((float *)a.b[3])[(size_t)(i0 + e / DV) * ld + (size_t)h * HD + v0 + e % DV] = os[e];
     } else {
 #pragma unroll
-        for (int u = 0; u < HD / 8; u++) {
+        for (int u = 0; u < DV / 8; u++) {
             if (ra < nqr) *(float2 *)(out + (size_t)(i0 + ra) * ld + 8 * u) = make_float2(o[u][0] * l[0], o[u][1] * l[0]);
             if (rb < nqr) *(float2 *)(out + (size_t)(i0 + rb) * ld + 8 * u) = make_float2(o[u][2] * l[1], o[u][3] * l[1]);
         }
@@ -1058,7 +1070,7 @@ __global__ void __launch_bounds__(128) k_attn_pf_merge(ak_cuda_args a) {
 /* Scratch of the split prefill: every split's (O, max, sum) for max_rows rows. */
 extern "C" size_t ak_cuda_attn_prefill_scratch(const ak_p_attn *p, int max_rows) {
     const int nz = pf_nz(*p);
-    if (p->kt == AK_F32 || (p->head_dim != 64 && p->head_dim != 128) || nz == 1) return 0;
+    if (!pf_tc(p) || nz == 1) return 0;
     return (size_t)nz * max_rows * p->n_heads * (p->head_dim + 2) * 4;
 }
 
@@ -1355,8 +1367,8 @@ struct pf_tc_k {
         if (!c) return cudaFuncSetAttribute(k_attn_prefill_tc<HD, KT, VT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tc_smem<HD>());
         const ak_p_attn *p = (const ak_p_attn *)c->a.p;
         const int nz = pf_nz(*p);
-        cudaError_t e = ak_launch(k_attn_prefill_tc<HD, KT, VT>, dim3(p->n_heads, ak_cdiv(c->rows, AK_TC_Q), nz), dim3(128), tc_smem<HD>(),
-                                  st, c->a);
+        cudaError_t e = ak_launch(k_attn_prefill_tc<HD, KT, VT>, dim3(p->n_heads * (HD / tc_dv(HD)), ak_cdiv(c->rows, AK_TC_Q), nz), dim3(128),
+                                  tc_smem<HD>(), st, c->a);
         if (e != cudaSuccess || nz == 1) return e;
         return ak_launch(k_attn_pf_merge<HD, VT>, dim3(ak_cdiv(c->rows * p->n_heads, 4)), dim3(128), 0, st, c->a);
     }
@@ -1365,10 +1377,15 @@ template <class F, int HD, int KT> static cudaError_t kv_pair_v(int vt, const ak
     return vt == AK_Q8_0 ? F::template go<HD, KT, AK_Q8_0>(c, st)
          : vt == AK_Q4_0 ? F::template go<HD, KT, AK_Q4_0>(c, st) : F::template go<HD, KT, AK_F16>(c, st);
 }
+template <class F, int HD> static cudaError_t kv_pair_hd(int kt, int vt, const ak_cuda_cmd *c, cudaStream_t st) {
+    return kt == AK_Q8_0 ? kv_pair_v<F, HD, AK_Q8_0>(vt, c, st) : kt == AK_Q4_0 ? kv_pair_v<F, HD, AK_Q4_0>(vt, c, st) : kv_pair_v<F, HD, AK_F16>(vt, c, st);
+}
+/* heads of 64 or 128 (both kernels), or 256 (the prefill's alone) */
 template <class F> static cudaError_t kv_pair(int hd, int kt, int vt, const ak_cuda_cmd *c, cudaStream_t st) {
-    if (hd == 64)
-        return kt == AK_Q8_0 ? kv_pair_v<F, 64, AK_Q8_0>(vt, c, st) : kt == AK_Q4_0 ? kv_pair_v<F, 64, AK_Q4_0>(vt, c, st) : kv_pair_v<F, 64, AK_F16>(vt, c, st);
-    return kt == AK_Q8_0 ? kv_pair_v<F, 128, AK_Q8_0>(vt, c, st) : kt == AK_Q4_0 ? kv_pair_v<F, 128, AK_Q4_0>(vt, c, st) : kv_pair_v<F, 128, AK_F16>(vt, c, st);
+    return hd == 64 ? kv_pair_hd<F, 64>(kt, vt, c, st) : kv_pair_hd<F, 128>(kt, vt, c, st);
+}
+static cudaError_t kv_pair_pf(int hd, int kt, int vt, const ak_cuda_cmd *c, cudaStream_t st) {
+    return hd == 256 ? kv_pair_hd<pf_tc_k, 256>(kt, vt, c, st) : kv_pair<pf_tc_k>(hd, kt, vt, c, st);
 }
 
 extern "C" int ak_cuda_attn_decode(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
@@ -1385,7 +1402,7 @@ extern "C" int ak_cuda_attn_decode(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
 
 extern "C" int ak_cuda_attn_prefill(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
     const ak_p_attn *p = (const ak_p_attn *)c->a.p;
-    if (p->kt != AK_F32 && (p->head_dim == 64 || p->head_dim == 128)) return (int)kv_pair<pf_tc_k>(p->head_dim, p->kt, p->vt, c, x->stream);
+    if (pf_tc(p)) return (int)kv_pair_pf(p->head_dim, p->kt, p->vt, c, x->stream);
     dim3 grid(p->n_heads, ak_cdiv(c->rows, AK_PF_QB));
     return (int)ak_launch(k_attn_prefill, dim3(grid), dim3(AK_PF_THREADS), pf_smem(p->head_dim), x->stream, c->a);
 }
@@ -1397,9 +1414,10 @@ extern "C" int ak_cuda_init_attention(void) {
     if (e == cudaSuccess) e = dec_attrs<4>();
     if (e == cudaSuccess) e = dec_attrs<8>();
     const int kvt[3] = {AK_F16, AK_Q8_0, AK_Q4_0};
-    for (int i = 0; i < 18 && e == cudaSuccess; i++) {
-        e = kv_pair<dec_tc_k>(i < 9 ? 64 : 128, kvt[i % 9 / 3], kvt[i % 3], NULL, 0);
-        if (e == cudaSuccess) e = kv_pair<pf_tc_k>(i < 9 ? 64 : 128, kvt[i % 9 / 3], kvt[i % 3], NULL, 0);
+    for (int i = 0; i < 27 && e == cudaSuccess; i++) {
+        const int hd = 64 << (i / 9);
+        if (hd < 256) e = kv_pair<dec_tc_k>(hd, kvt[i % 9 / 3], kvt[i % 3], NULL, 0);
+        if (e == cudaSuccess) e = kv_pair_pf(hd, kvt[i % 9 / 3], kvt[i % 3], NULL, 0);
     }
     return (int)e;
 }

@@ -1053,11 +1053,11 @@ static void one_attn(int prefill, int n, int pos, int nh, int nkv, int hd, int m
         free(ref);
     } else {
         d = compare(&tb, &w, r, AK_BUF_ATT, off, cnt);
-        /* the tensor-core prefill (an F16 or quantized cache, heads of 64 or 128) rounds q and
-         * p to f16; both tensor-core kernels round a quantized cache's values d * q to f16
-         * (the CPU keeps them exact) */
-        bool tc = hd == 64 || hd == 128;
-        tol = prefill && kv != 0 && tc ? 3e-3 : !prefill && kv >= 2 && tc ? 2e-3 : 1e-5;
+        /* the tensor-core prefill (an F16 or quantized cache, heads of 64, 128 or 256) rounds
+         * q and p to f16; both tensor-core kernels (the decode's: heads of 64 or 128) round a
+         * quantized cache's values d * q to f16 (the CPU keeps them exact) */
+        bool tc = hd == 64 || hd == 128, ptc = tc || hd == 256;
+        tol = prefill && kv != 0 && ptc ? 3e-3 : !prefill && kv >= 2 && tc ? 2e-3 : 1e-5;
     }
     CHECK(d <= tol, "attn %s n %d pos %d heads %d/%d hd %d kv %s/%s window %d softcap %g causal %d proj %d: rel %.3g",
           prefill ? "prefill" : "decode", n, pos, nh, nkv, hd, ak_dtype_info[kt].name, ak_dtype_info[vt].name, window,
@@ -1091,6 +1091,16 @@ static void test_attention(void) {
     one_attn(1, 70, 0, 4, 4, 64, 128, 1, 0, 0, 0, 0);
     one_attn(1, 1, 10, 4, 2, 128, 64, 1, 0, 0, 1, 0);
     one_attn(1, 512, 0, 16, 8, 128, 1024, 1, 0, 0, 1, 0);
+    /* heads of 256 (a block a half of the values): window + softcap, not causal, one row;
+     * a long cache's key splits (rows over several splits merged, rows of a window in one
+     * written by their block) over F16, Q8_0 and Q4_0 values (rotated back per half) */
+    one_attn(1, 130, 50, 8, 2, 256, 512, 1, 40, 30.f, 1, 0);
+    one_attn(1, 70, 0, 4, 4, 256, 128, 1, 0, 0, 0, 0);
+    one_attn(1, 1, 10, 4, 2, 256, 64, 1, 0, 0, 1, 0);
+    for (int kv = 1; kv < 4; kv++) {
+        one_attn(1, 512, 3000, 8, 1, 256, 4096, kv, 0, 0, 1, 0);
+        one_attn(1, 200, 2200, 8, 2, 256, 4096, kv, 300, 0, 1, 0);
+    }
     /* decode + projection: 1 to 4 splits merged by the projection, more by the attention,
      * a sliding window of 2 splits at a long position, GQA 4 and 1, F32 and F16 caches;
      * projections on the streaming kernel (Q4_0, Q8_0) and the int8 one (Q4_K, Q6_K) */
