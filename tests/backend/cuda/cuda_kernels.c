@@ -480,11 +480,16 @@ static void rms_norm_ref(const double *x, const float *w, int n, double *out) {
  * and GU's first half then ends untouched. */
 static void test_gated(void) {
     const int Ks[] = {1024, 4096}, Ns[] = {768, 5632}, N2 = 96;
-    /* variants 8 on: the int8 kernel in the file's layout (K-quants, Q5_0), gated alike */
-    const ak_dtype dts[] = {AK_Q4_0, AK_Q8_0}, kts[] = {AK_Q4_K, AK_Q6_K, AK_Q5_0, AK_Q2_K, AK_Q5_K, AK_Q3_K};
-    for (int v = 0; v < 14; v++) {
+    /* variants 8 on: the int8 kernels in the file's layout (K-quants, Q5_0), gated alike;
+     * 14 and 15 with rows that are not whole 16 bytes (Q6_K rows of 840 bytes, Q5_0 of
+     * 616), which the register kernel takes; the other cases' inputs as before these were
+     * added */
+    const ak_dtype dts[] = {AK_Q4_0, AK_Q8_0}, kts[] = {AK_Q4_K, AK_Q6_K, AK_Q5_0, AK_Q2_K, AK_Q5_K, AK_Q3_K, AK_Q6_K, AK_Q5_0};
+    uint64_t keep = 0;
+    for (int v = 0; v < 16; v++) {
+        if (v == 14) keep = rng;
         ak_dtype t = v < 8 ? dts[v & 1] : kts[v - 8];
-        int K = v < 8 ? Ks[(v >> 1) & 1] : v % 2 ? 2048 : 1024, N = v < 8 ? Ns[v >> 2] : 768 + 256 * (v % 3), act = v % 3;
+        int K = v < 8 ? Ks[(v >> 1) & 1] : v == 15 ? 896 : v % 2 ? 2048 : 1024, N = v < 8 ? Ns[v >> 2] : 768 + 256 * (v % 3), act = v % 3;
         world w;
         memset(&w, 0, sizeof w);
         size_t rb = ak_dtype_row_bytes(t, K), off_u = (rb * N + 255) & ~(size_t)255, off_d = off_u + ((rb * N + 255) & ~(size_t)255);
@@ -558,6 +563,7 @@ static void test_gated(void) {
         ak_table_free(&tb);
         w_free(&w);
     }
+    rng = keep;
 }
 
 /* A GEMV of XN into QKV over up to three segments at weight offsets off, after the
