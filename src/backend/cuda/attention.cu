@@ -1,8 +1,8 @@
 /* Attention over the head-major KV cache ([kv_head][max_seq][head_dim] per layer, or
  * [kv_head][cap] slots, a ring, for a sliding-window layer: ak_kv_row): F32 or
  * F16 (K and V alike), Q8_0 and Q4_0 in any mix (rows of blocks, rotated: ak_kv_rot; the
- * output is rotated back), and for heads of 64 and 128 F16 beside a quantized cache (the
- * tensor-core kernels dequantize tiles to f16 in shared memory); GQA, causal mask,
+ * output is rotated back), and for heads of 64, 128 and 256 F16 beside a quantized cache
+ * (the tensor-core kernels dequantize tiles to f16); GQA, causal mask,
  * sliding window, logit softcap.
  * Decode: split-K (flash-decoding), see k_attn_decode and k_attn_decode_tc.
  * Prefill: tiled flash attention (online softmax over key tiles in shared memory), on
@@ -1074,7 +1074,7 @@ extern "C" size_t ak_cuda_attn_prefill_scratch(const ak_p_attn *p, int max_rows)
     return (size_t)nz * max_rows * p->n_heads * (p->head_dim + 2) * 4;
 }
 
-/* ---- decode on tensor cores (F16 or quantized cache, heads of 64 or 128) ----
+/* ---- decode on tensor cores (F16 or quantized cache, heads of 64 or 128; 256: dec_tc) ----
  * The scalar kernel spends about 140 instructions a key on an 8B shape (its lanes split
  * the head, so every score is a warp reduction): at depth it is bound by issue, near half
  * the H100's bandwidth. Here the query heads of a KV head (up to AK_DTC_MG) are the rows
@@ -1148,7 +1148,11 @@ __global__ void __launch_bounds__(AK_DTC_WARPS * 32) k_attn_decode_tc(ak_cuda_ar
     using C = dtc_cfg<HD, KT, VT>;
     constexpr bool KQ = C::KQ, VQ = C::VQ, KR = C::KR, VR = C::VR;
     constexpr int W = AK_DTC_WARPS, MG = AK_DTC_MG, DPL = HD / 32;
+    /* at heads of 256 Q's fragments (64 registers) wait in shared memory, lane by lane:
+     * in registers beside O's 128 the kernel took 255 and spilled */
+    constexpr bool QS = HD > 128;
     extern __shared__ __align__(16) uint8_t shraw[];
+    __shared__ uint4 sqf[QS ? HD / 16 : 1][32];
     float (*sh)[MG][HD + 2] = reinterpret_cast<float (*)[MG][HD + 2]>(shraw);
     __shared__ float sq[MG + 2][HD];
     __shared__ float fw[MG][W + 2];
@@ -1207,15 +1211,23 @@ __global__ void __launch_bounds__(AK_DTC_WARPS * 32) k_attn_decode_tc(ak_cuda_ar
     tr_.mark();
     /* A fragments of Q: row g (under G a head) its f16 part, row g + 8 the rest, so every
      * product row g + 8 gives completes row g's (the padding rows do the second half) */
-    uint32_t qf[HD / 16][4];
+    uint32_t qf[QS ? 1 : HD / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < HD / 16; kk++)
+    for (int kk = 0; kk < HD / 16; kk++) {
+        uint32_t f[4];
 #pragma unroll
         for (int x = 0; x < 2; x++) {
             const int d = 16 * kk + 2 * t4 + 8 * x;
             const bool in = g < G;
-            split_h2(in ? qv[(size_t)g * HD + d] : 0.f, in ? qv[(size_t)g * HD + d + 1] : 0.f, qf[kk][2 * x], qf[kk][2 * x + 1]);
+            split_h2(in ? qv[(size_t)g * HD + d] : 0.f, in ? qv[(size_t)g * HD + d + 1] : 0.f, f[2 * x], f[2 * x + 1]);
         }
+        if constexpr (QS) {
+            if (w == 0) sqf[kk][lane] = make_uint4(f[0], f[1], f[2], f[3]);
+        } else
+#pragma unroll
+            for (int x = 0; x < 4; x++) qf[kk][x] = f[x];
+    }
+    if constexpr (QS) __syncthreads();
     float o[HD / 8][4], m = -INFINITY, l = 0.f;
 #pragma unroll
     for (int u = 0; u < HD / 8; u++) o[u][0] = o[u][1] = o[u][2] = o[u][3] = 0.f;
@@ -1261,9 +1273,14 @@ __global__ void __launch_bounds__(AK_DTC_WARPS * 32) k_attn_decode_tc(ak_cuda_ar
                 uint32_t b[4];   /* keys 8 n8 on, dims 32 k2 on: b0, b1 of two k16 steps */
                 if constexpr (KR) dtc_kfrag<HD>(b, sd + g * ak_kv_row_bytes(AK_Q8_0, HD), n8, k2, t4);
                 else ldsm_x4(b, kt + dtc_at<HD>(8 * n8 + (lane & 7), 4 * k2 + (lane >> 3)));
-                const uint32_t *q0 = qf[2 * k2], *q1 = qf[2 * k2 + 1];
-                mma16816(sa[n8], q0[0], q0[1], q0[2], q0[3], b[0], b[1]);
-                mma16816(sb[n8], q1[0], q1[1], q1[2], q1[3], b[2], b[3]);
+                uint4 q0, q1;
+                if constexpr (QS) q0 = sqf[2 * k2][lane], q1 = sqf[2 * k2 + 1][lane];
+                else {
+                    const uint32_t *r0 = qf[QS ? 0 : 2 * k2], *r1 = qf[QS ? 0 : 2 * k2 + 1];
+                    q0 = make_uint4(r0[0], r0[1], r0[2], r0[3]), q1 = make_uint4(r1[0], r1[1], r1[2], r1[3]);
+                }
+                mma16816(sa[n8], q0.x, q0.y, q0.z, q0.w, b[0], b[1]);
+                mma16816(sb[n8], q1.x, q1.y, q1.z, q1.w, b[2], b[3]);
             }
         }
         /* row g's scores of keys 8 n8 + 2 t4 + e, online softmax in log2 units (a quad
@@ -1332,8 +1349,14 @@ __global__ void __launch_bounds__(AK_DTC_WARPS * 32) k_attn_decode_tc(ak_cuda_ar
 }
 
 /* Decode heads per block: AK_DTC_MG on tensor cores (an F16 or quantized cache, heads of
- * 64 or 128), else the scalar kernel's dec_mg. */
-static bool dec_tc(const ak_p_attn *p) { return p->kt != AK_F32 && (p->head_dim == 64 || p->head_dim == 128); }
+ * 64 or 128; at 256 only F16 beside a quantized cache, which the scalar kernel cannot
+ * read), else the scalar kernel's dec_mg. At 256 the scalar kernel is the faster: with
+ * every pair on tensor cores (one block an SM) tg128 on the Gemma 3 shapes went 0.94-0.97x
+ * with an F16 cache and 0.99-1.03x with Q8_0 (H200, empty to 16384 keys, 2026-11-29). */
+static bool dec_tc(const ak_p_attn *p) {
+    return p->kt != AK_F32 &&
+           (p->head_dim == 64 || p->head_dim == 128 || (p->head_dim == 256 && (p->kt == AK_F16) != (p->vt == AK_F16)));
+}
 
 /* Decode splits of the cache (the grid's y): enough blocks for two per SM at any depth, so
  * that a deep cache streams from every SM (with 16 splits and 8 KV heads, one block an SM,
@@ -1373,6 +1396,11 @@ struct pf_tc_k {
         return ak_launch(k_attn_pf_merge<HD, VT>, dim3(ak_cdiv(c->rows * p->n_heads, 4)), dim3(128), 0, st, c->a);
     }
 };
+/* heads of 256 on tensor cores: F16 beside a quantized cache (dec_tc) */
+static cudaError_t dec_tc_mixed(int kt, int vt, const ak_cuda_cmd *c, cudaStream_t st) {
+    if (kt == AK_F16) return vt == AK_Q8_0 ? dec_tc_k::go<256, AK_F16, AK_Q8_0>(c, st) : dec_tc_k::go<256, AK_F16, AK_Q4_0>(c, st);
+    return kt == AK_Q8_0 ? dec_tc_k::go<256, AK_Q8_0, AK_F16>(c, st) : dec_tc_k::go<256, AK_Q4_0, AK_F16>(c, st);
+}
 template <class F, int HD, int KT> static cudaError_t kv_pair_v(int vt, const ak_cuda_cmd *c, cudaStream_t st) {
     return vt == AK_Q8_0 ? F::template go<HD, KT, AK_Q8_0>(c, st)
          : vt == AK_Q4_0 ? F::template go<HD, KT, AK_Q4_0>(c, st) : F::template go<HD, KT, AK_F16>(c, st);
@@ -1380,7 +1408,7 @@ template <class F, int HD, int KT> static cudaError_t kv_pair_v(int vt, const ak
 template <class F, int HD> static cudaError_t kv_pair_hd(int kt, int vt, const ak_cuda_cmd *c, cudaStream_t st) {
     return kt == AK_Q8_0 ? kv_pair_v<F, HD, AK_Q8_0>(vt, c, st) : kt == AK_Q4_0 ? kv_pair_v<F, HD, AK_Q4_0>(vt, c, st) : kv_pair_v<F, HD, AK_F16>(vt, c, st);
 }
-/* heads of 64 or 128 (both kernels), or 256 (the prefill's alone) */
+/* heads of 64 or 128 (both kernels), or 256 (the prefill's; the decode's: dec_tc_mixed) */
 template <class F> static cudaError_t kv_pair(int hd, int kt, int vt, const ak_cuda_cmd *c, cudaStream_t st) {
     return hd == 64 ? kv_pair_hd<F, 64>(kt, vt, c, st) : kv_pair_hd<F, 128>(kt, vt, c, st);
 }
@@ -1390,7 +1418,8 @@ static cudaError_t kv_pair_pf(int hd, int kt, int vt, const ak_cuda_cmd *c, cuda
 
 extern "C" int ak_cuda_attn_decode(const ak_cuda_cmd *c, ak_cuda_ctx *x) {
     const ak_p_attn *p = (const ak_p_attn *)c->a.p;
-    if (dec_tc(p)) return (int)kv_pair<dec_tc_k>(p->head_dim, p->kt, p->vt, c, x->stream);
+    if (dec_tc(p))
+        return (int)(p->head_dim == 256 ? dec_tc_mixed(p->kt, p->vt, c, x->stream) : kv_pair<dec_tc_k>(p->head_dim, p->kt, p->vt, c, x->stream));
     switch (p->head_dim) {
     case 32: return (int)attn_decode_group<1>(c, x->stream);
     case 64: return (int)attn_decode_group<2>(c, x->stream);
@@ -1416,8 +1445,10 @@ extern "C" int ak_cuda_init_attention(void) {
     const int kvt[3] = {AK_F16, AK_Q8_0, AK_Q4_0};
     for (int i = 0; i < 27 && e == cudaSuccess; i++) {
         const int hd = 64 << (i / 9);
-        if (hd < 256) e = kv_pair<dec_tc_k>(hd, kvt[i % 9 / 3], kvt[i % 3], NULL, 0);
-        if (e == cudaSuccess) e = kv_pair_pf(hd, kvt[i % 9 / 3], kvt[i % 3], NULL, 0);
+        const int kt = kvt[i % 9 / 3], vt = kvt[i % 3];
+        if (hd < 256) e = kv_pair<dec_tc_k>(hd, kt, vt, NULL, 0);
+        else if ((kt == AK_F16) != (vt == AK_F16)) e = dec_tc_mixed(kt, vt, NULL, 0);
+        if (e == cudaSuccess) e = kv_pair_pf(hd, kt, vt, NULL, 0);
     }
     return (int)e;
 }

@@ -263,12 +263,13 @@ static cudaError_t capture(cuda_backend *cb, cuda_table *t, int steps, int n, cu
 }
 
 /* The KV caches the kernels take: F32 or F16, K and V alike; Q8_0 and Q4_0 in any mix;
- * and, for heads of 64 or 128 (the tensor-core decode), F16 beside a quantized one. */
+ * and, for heads of 64, 128 or 256 (the tensor-core kernels), F16 beside a quantized one. */
 static const char *kv_unsupported(int kt, int vt, int hd) {
     bool qk = kt == AK_Q8_0 || kt == AK_Q4_0, qv = vt == AK_Q8_0 || vt == AK_Q4_0;
     if (!qk && !qv) return kt == vt ? NULL : "K and V caches of different float types";
     if (kt == AK_F32 || vt == AK_F32) return "an F32 cache beside a quantized one";
-    return qk == qv || hd == 64 || hd == 128 ? NULL : "an F16 cache beside a quantized one with heads of other than 64 or 128 dimensions";
+    return qk == qv || hd == 64 || hd == 128 || hd == 256 ? NULL
+                                                          : "an F16 cache beside a quantized one with heads of other than 64, 128 or 256 dimensions";
 }
 
 /* Features the table may ask for that these kernels lack: refuse them at encode rather
