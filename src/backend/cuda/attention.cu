@@ -234,10 +234,14 @@ template <int LB> __device__ __forceinline__ void cp_lane(void *d, const void *s
 /* A decode block's end (both kernels): its warps' partial softmaxes (sh: per warp and head
  * the max in natural units, the sum, and the weighted V) merged into the block's split,
  * written as the result (one split) or to scratch, where the next GEMV's prologue (up to
- * AK_ATTN_FOLD splits) or the last block of the KV head to finish merges the splits. */
+ * AK_ATTN_FOLD splits) or the last block of the KV head to finish merges the splits.
+ * vrot: a rotated value cache's order (ak_kv_rot), whose weighted V is rotated back once
+ * the warps are merged (the merges are linear in it): G rows, not W G. Rotating every
+ * warp's rows (with a division a butterfly to find its row) took about 5 us of a Gemma 3
+ * 270M layer's attention at 65 keys (H200). */
 template <int W, int MG, int HD>
 __device__ __forceinline__ void dec_finish(const ak_cuda_args &a, const ak_p_attn &p, float (*sh)[MG][HD + 2], float (*fw)[W + 2],
-                                           float (*mw)[AK_ATTN_MAX_SPLITS], bool *last, int h0, int G, int s, int S) {
+                                           float (*mw)[AK_ATTN_MAX_SPLITS], bool *last, int h0, int G, int s, int S, int vrot) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     /* the warps' partial softmaxes into this split's (max, sum, V) per head: a thread per
      * head and warp makes that warp's factor e^(m - M) once (and the head's M and sum L),
@@ -260,19 +264,28 @@ __device__ __forceinline__ void dec_finish(const ak_cuda_args &a, const ak_p_att
     float *scratch = (float *)a.scratch, *out = (float *)a.b[3] + (size_t)(p.n - 1) * p.n_heads * HD;
     const int SM = gridDim.y, PS = HD + AK_ATTN_PART_PAD;
     const bool fold = a.mrg_splits && S <= AK_ATTN_FOLD;
-    for (int t = threadIdx.x; t < G * HD; t += blockDim.x) {
-        const int g = t / HD, d = t % HD;
+    auto emit = [&](int g, int d, float A) {
         const float M = fw[g][W], L = fw[g][W + 1];
-        float A = 0.f;
-#pragma unroll
-        for (int v = 0; v < W; v++) A += sh[v][g][2 + d] * fw[g][v];
         if (S == 1 && !fold) {   /* the only split: the result */
             out[(size_t)(h0 + g) * HD + d] = L > 0.f ? A / L : 0.f;
-            continue;
+            return;
         }
         float *part = scratch + ((size_t)(h0 + g) * SM + s) * PS;
         part[AK_ATTN_PART_PAD + d] = A;
         if (d == 0) { part[0] = M; part[1] = L; }
+    };
+    for (int t = threadIdx.x; t < G * HD; t += blockDim.x) {
+        const int g = t / HD, d = t % HD;
+        float A = 0.f;
+#pragma unroll
+        for (int v = 0; v < W; v++) A += sh[v][g][2 + d] * fw[g][v];
+        if (vrot) sh[0][g][2 + d] = A;   /* only this thread reads (g, d) */
+        else emit(g, d, A);
+    }
+    if (vrot) {
+        __syncthreads();
+        ak_wht_block(&sh[0][0][2], G, HD + 2, HD, vrot);
+        for (int t = threadIdx.x; t < G * HD; t += blockDim.x) emit(t / HD, t % HD, sh[0][t / HD][2 + t % HD]);
     }
     if (S == 1 || fold) return;
     /* the last block of this KV head to get here merges; one release-acquire atomic
@@ -502,8 +515,7 @@ __global__ void __launch_bounds__(AK_DEC_WARPS * 32) k_attn_decode(ak_cuda_args 
         for (int e = 0; e < DPL; e++) sh[w][g][2 + DPL * lane + e] = acc[g][e];
     }
     __syncthreads();
-    if (QC) ak_wht_block(&sh[0][0][2], W * G, 32 * DPL + 2, 32 * DPL, ak_kv_rot(VQT, 32 * DPL, 1), G, MG * (32 * DPL + 2));   /* as k_attn_decode_tc */
-    dec_finish<W, MG, 32 * DPL>(a, p, sh, fw, mw, &last, kvh * group + g0, G, s, S);
+    dec_finish<W, MG, 32 * DPL>(a, p, sh, fw, mw, &last, kvh * group + g0, G, s, S, QC ? ak_kv_rot(VQT, 32 * DPL, 1) : 0);
 }
 
 /* The scalar kernel over a quantized pair (heads of 32 and 256; 64 and 128 run on tensor
@@ -1342,10 +1354,7 @@ __global__ void __launch_bounds__(AK_DTC_WARPS * 32) k_attn_decode_tc(ak_cuda_ar
         sh[w][g][2 + 8 * u + 2 * t4 + 1] = o[u][1] + o[u][3];
     }
     __syncthreads();
-    /* a rotated value cache: each warp's weighted V rotated back (the merges after are
-     * linear in it) */
-    if (VQ) ak_wht_block(&sh[0][0][2], W * G, HD + 2, HD, ak_kv_rot(VT, HD, 1), G, MG * (HD + 2));   /* the live heads' */
-    dec_finish<W, MG, HD>(a, p, sh, fw, mw, &last, kvh * group + g0, G, s, S);
+    dec_finish<W, MG, HD>(a, p, sh, fw, mw, &last, kvh * group + g0, G, s, S, ak_kv_rot(VT, HD, 1));
 }
 
 /* Decode heads per block: AK_DTC_MG on tensor cores (an F16 or quantized cache, heads of

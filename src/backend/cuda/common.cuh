@@ -250,20 +250,15 @@ __device__ __forceinline__ void ak_wht_warp(float *x, int n, int r) {
     __syncwarp();
 }
 
-/* The same on nv vectors of n values, a block's threads together (every thread of the
- * block calls it): vector v at x + (v / per) ld2 + (v % per) ld, so per vectors at a
- * stride of ld, and such runs at a stride of ld2 (with per = nv, one run). */
-__device__ __forceinline__ float *ak_wht_vec(float *x, int v, int ld, int per, int ld2) {
-    return x + (size_t)(v / per) * ld2 + (size_t)(v % per) * ld;
-}
-__device__ __forceinline__ void ak_wht_block(float *x, int nv, int ld, int n, int r, int per = 0, int ld2 = 0) {
+/* The same on nv vectors of n values at a stride of ld, a block's threads together (every
+ * thread of the block calls it). */
+__device__ __forceinline__ void ak_wht_block(float *x, int nv, int ld, int n, int r) {
     if (r <= 1) return;
-    if (per <= 0) per = nv;
     const int half = n / 2;
     for (int h = 1; h < r; h *= 2) {
         for (int t = threadIdx.x; t < nv * half; t += blockDim.x) {
             const int j = ak_wht_pair(t % half, r, h);
-            float *y = ak_wht_vec(x, t / half, ld, per, ld2);
+            float *y = x + (size_t)(t / half) * ld;
             const float u = y[j], v = y[j + h];
             y[j] = u + v;
             y[j + h] = u - v;
@@ -271,7 +266,7 @@ __device__ __forceinline__ void ak_wht_block(float *x, int nv, int ld, int n, in
         __syncthreads();
     }
     const float sc = 1.0f / sqrtf((float)r);
-    for (int t = threadIdx.x; t < nv * n; t += blockDim.x) ak_wht_vec(x, t / n, ld, per, ld2)[t % n] *= sc;
+    for (int t = threadIdx.x; t < nv * n; t += blockDim.x) x[(size_t)(t / n) * ld + t % n] *= sc;
     __syncthreads();
 }
 
