@@ -49,9 +49,12 @@ template <bool SH> __device__ __forceinline__ float kq_f16(const uint8_t *p) {
 __device__ __forceinline__ float kq_f16_lo(uint32_t w) { return __half2float(__ushort_as_half((unsigned short)(w & 0xFFFF))); }
 __device__ __forceinline__ float kq_f16_hi(uint32_t w) { return __half2float(__ushort_as_half((unsigned short)(w >> 16))); }
 
-/* Four bits of qh (bit i for byte i) moved to bit `to` of each byte. */
+/* Four bits of qh (bit i for byte i, bits < 16) moved to bit `to` of each byte: the
+ * multiply lays copies of the nibble 7 bits apart (no two overlap, so nothing carries),
+ * which puts bit i of copy i at bit 8 i; a multiply and a mask where taking the bits one
+ * by one was some ten instructions. */
 __device__ __forceinline__ uint32_t kq_spread4(uint32_t bits, int to) {
-    return ((bits & 1) | (bits & 2) << 7 | (bits & 4) << 14 | (bits & 8) << 21) << to;
+    return (bits * (0x00204081u << to)) & (0x01010101u << to);
 }
 
 /* Q4_K / Q5_K: sub-block j's scale and min from a super-block's first 16 bytes (d, dmin,
@@ -106,13 +109,14 @@ template <int DT, bool SH = false> __device__ __forceinline__ void kq_decode(con
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             uint32_t lo = w[i] & 0x0F0F0F0Fu, hi = (w[i] >> 4) & 0x0F0F0F0Fu;
-            if constexpr (DT != AK_Q4_1) {
+            if constexpr (DT == AK_Q5_0) {
+                /* q - 16 as a signed byte: the low nibble under 0xF0 where the high bit is
+                 * clear (the spread of the inverted bits, times 15) */
+                lo |= kq_spread4((~qh >> (4 * i)) & 0xF, 4) * 15;
+                hi |= kq_spread4((~qh >> (16 + 4 * i)) & 0xF, 4) * 15;
+            } else if constexpr (DT == AK_Q5_1) {
                 lo |= kq_spread4((qh >> (4 * i)) & 0xF, 4);
                 hi |= kq_spread4((qh >> (16 + 4 * i)) & 0xF, 4);
-            }
-            if constexpr (DT == AK_Q5_0) {
-                lo = __vsub4(lo, 0x10101010u);
-                hi = __vsub4(hi, 0x10101010u);
             }
             o.q[0][i] = (int)lo;
             o.q[1][i] = (int)hi;
